@@ -1,0 +1,82 @@
+# One task runner for humans and CI. `make up` and `make test` are the two quickstart commands.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STATE := .state
+API_HOST ?= 127.0.0.1
+API_PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: help venv infra env up down logs status test test-unit lint typecheck schemas \
+        bench-ingest bench-retrieve bench-embed eval demo clean
+
+help:
+	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | eval | bench-ingest | bench-retrieve | bench-embed"
+
+$(BIN)/.installed: pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "Python 3.11 ($(PY)) is required"; exit 1; }
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+infra: venv
+	deploy/stack.sh start
+
+# .env: git-ignored; generated once with a fresh SERVICE_API_KEY and the local stack's connection settings.
+env: venv
+	@deploy/stack.sh env > $(STATE)/stack.env
+	@if [ ! -f .env ]; then \
+	  echo "SERVICE_API_KEY=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(32))')" > .env; \
+	  cat $(STATE)/stack.env >> .env; echo "[make] wrote .env"; fi
+
+up: infra env
+	set -a; source .env; set +a; $(BIN)/orgmem migrate && $(BIN)/orgmem topics create
+	@if [ -f $(STATE)/orgmem.pid ] && kill -0 $$(cat $(STATE)/orgmem.pid) 2>/dev/null; then \
+	  echo "[make] orgmem already running (pid $$(cat $(STATE)/orgmem.pid))"; else \
+	  set -a; source .env; set +a; \
+	  nohup $(BIN)/orgmem up --host $(API_HOST) --port $(API_PORT) >> $(STATE)/orgmem.log 2>&1 & echo $$! > $(STATE)/orgmem.pid; fi
+	@$(BIN)/python -m services.waitready http://$(API_HOST):$(API_PORT)/readyz --timeout 120 || { tail -50 $(STATE)/orgmem.log; exit 1; }
+	@echo "Org Memory is up:"
+	@echo "  API        http://$(API_HOST):$(API_PORT)   (X-Api-Key: see SERVICE_API_KEY in .env)"
+	@echo "  readiness  http://$(API_HOST):$(API_PORT)/readyz"
+	@echo "  OpenAPI    http://$(API_HOST):$(API_PORT)/docs"
+	@echo "  AsyncAPI   http://$(API_HOST):$(API_PORT)/asyncapi"
+	@echo "  metrics    http://$(API_HOST):$(API_PORT)/metrics"
+	@echo "  logs       make logs"
+
+down:
+	@if [ -f $(STATE)/orgmem.pid ]; then kill $$(cat $(STATE)/orgmem.pid) 2>/dev/null || true; \
+	  for i in $$(seq 1 100); do kill -0 $$(cat $(STATE)/orgmem.pid) 2>/dev/null || break; sleep 0.2; done; \
+	  kill -9 $$(cat $(STATE)/orgmem.pid) 2>/dev/null || true; rm -f $(STATE)/orgmem.pid; echo "[make] orgmem stopped"; fi
+	@if [ -x deploy/stack.sh ] && [ -x $(BIN)/python ]; then deploy/stack.sh stop; fi
+
+logs:
+	@tail -n 200 -f $(STATE)/orgmem.log
+
+status: venv
+	@deploy/stack.sh status
+	@set -a; [ -f .env ] && source .env; set +a; $(BIN)/orgmem status || true
+
+test: infra
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy services ingest embedder extractor retriever schemas
+
+schemas: venv
+	$(BIN)/python -m schemas.export
+
+clean: down
+	rm -rf $(STATE)

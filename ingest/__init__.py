@@ -1,0 +1,1 @@
+"""Ingest stage: ``om.envelopes.v1`` -> Postgres projection (+ archived envelope) -> chunks/documents events."""

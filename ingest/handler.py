@@ -1,0 +1,254 @@
+"""Ingest handler: one batch of envelope records -> one Postgres transaction -> archived blobs -> events.
+
+Order (DESIGN.md "Delivery" and "Write-path rules"):
+1. parse/validate every record; invalid ones are dead-lettered with the field at fault;
+2. in ONE transaction: claim the envelope ids in ``processed_events`` (redeliveries are skipped),
+   apply the envelopes to the documents in log order, rebuild chunks of changed documents, then
+   write the raw envelope bytes to the object store; commit. A blob failure rolls the transaction
+   back; if the commit fails after blobs were written they are deleted (best effort);
+3. after commit, (re-)emit ``om.documents.v1`` and ``om.chunks.v1`` for every document the batch
+   touched — also for redelivered duplicates, so a crash between commit and publish loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+from pydantic import ValidationError
+
+from ingest import repository as repo
+from ingest.apply import DocState, Outcome, apply_envelope
+from ingest.chunking import content_hash, plan_chunks
+from ingest.people import PersonInput, person_input, resolve_people
+from schemas.envelope import ChangeEnvelope
+from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
+from services.ids import blob_key, chunk_id, document_id, event_id
+from services.kafka.app import BrokerPublisher
+from services.kafka.delivery import DeadLetters
+from services.kafka.records import Record
+from services.objectstore.port import ObjectStore
+
+log = logging.getLogger("orgmem.ingest")
+BLOB_CONCURRENCY = 16
+
+
+def parse_envelope(record: Record) -> ChangeEnvelope:
+    """Validate one record; ``InvalidPayloadError`` names the first field at fault."""
+    try:
+        env = ChangeEnvelope.model_validate_json(record.value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "body"
+        raise InvalidPayloadError(f"{loc}: {first['msg']}", field=loc, errors=len(exc.errors())) from None
+    if env.structured_fields and (env.author is None or person_input(env.author) is None):
+        raise UnresolvedAuthorError(
+            "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
+        )
+    return env
+
+
+def embedding_input(title: str | None, text: str) -> str:
+    """The text a child chunk is embedded and hashed as (title gives short chunks their context)."""
+    return f"{title}\n\n{text}" if title else text
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    record: Record
+    env: ChangeEnvelope
+
+
+class IngestHandler:
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        store: ObjectStore,
+        publisher: BrokerPublisher,
+        dead_letters: DeadLetters,
+        documents_topic: str,
+        chunks_topic: str,
+        embedding_model: str,
+    ) -> None:
+        self.pool = pool
+        self.store = store
+        self.publisher = publisher
+        self.dead_letters = dead_letters
+        self.documents_topic = documents_topic
+        self.chunks_topic = chunks_topic
+        self.embedding_model = embedding_model
+
+    async def __call__(self, records: Sequence[Record]) -> None:
+        parsed: list[_Parsed] = []
+        for record in records:
+            try:
+                parsed.append(_Parsed(record, parse_envelope(record)))
+            except InvalidPayloadError as exc:
+                await self.dead_letters.send(record, exc)
+        if not parsed:
+            return
+        written: list[str] = []
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                touched = await self._apply(conn, parsed, written)
+                events = await self._events(conn, touched)
+        except BaseException:
+            if written:
+                await self._delete_blobs(written)
+            raise
+        await self.publisher.send_many(events)
+
+    async def _apply(self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str]) -> dict[
+            uuid.UUID, tuple[DocState, DocumentChange]]:
+        fresh = await repo.claim_events(conn, repo.STAGE, [str(p.env.envelope_id) for p in parsed])
+        new = [p for p in parsed if str(p.env.envelope_id) in fresh]
+        touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
+        states = await repo.load_states(conn, touched_ids)
+        touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}
+        for doc_id in touched_ids:  # redeliveries re-emit the current state
+            if doc_id in states:
+                s = states[doc_id]
+                touched[doc_id] = (s, DocumentChange.DELETED if s.deleted_at else DocumentChange.CHANGED)
+        if not new:
+            return touched
+
+        roles, authors = await self._resolve_people(conn, new)
+
+        outcomes: list[Outcome] = []
+        for i, p in enumerate(new):
+            doc_id = document_id(p.env.key)
+            outcome = apply_envelope(
+                p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i),
+                blob_key=blob_key(p.env.workspace, doc_id, p.env.envelope_id),
+            )
+            states[doc_id] = outcome.after
+            outcomes.append(outcome)
+
+        content_docs: dict[uuid.UUID, tuple[Outcome, int]] = {}  # last content change per doc
+        for i, o in enumerate(outcomes):
+            if o.content_changed:
+                content_docs[o.after.id] = (o, i)
+        final = {o.after.id: states[o.after.id] for o in outcomes}
+        await repo.save_states(conn, list(final.values()))
+        await repo.insert_versions(conn, [
+            (o.after.id, o.after.current_version, o.envelope.envelope_id, o.envelope.op.value, o.envelope.event_time,
+             o.after.content_hash, o.after.blob_key)
+            for o in outcomes if o.content_changed
+        ])
+        chunk_rows = []
+        for doc_id, (o, i) in content_docs.items():
+            s = final[doc_id]
+            if s.deleted_at is not None:
+                continue
+            text = o.envelope.document.text if o.envelope.document else ""
+            plans = plan_chunks(text)
+            ids = {pl.ordinal: chunk_id(doc_id, s.current_version, pl.ordinal) for pl in plans}
+            for pl in plans:
+                hashed = pl.content_hash if pl.is_parent else content_hash(embedding_input(s.title, pl.text))
+                chunk_rows.append((
+                    ids[pl.ordinal], doc_id, s.workspace,
+                    None if pl.parent_ordinal is None else ids[pl.parent_ordinal], pl.is_parent, pl.ordinal,
+                    pl.start, pl.end, pl.text, s.title, hashed, list(s.principals), s.event_time, s.source_system,
+                    s.kind, s.author_person_id,
+                ))
+        await repo.replace_chunks(conn, list(content_docs), chunk_rows)
+        await repo.carry_over_embeddings(conn, list(content_docs), self.embedding_model)
+        await repo.sync_chunk_access(conn, list(final.values()))
+        part_docs = [doc_id for doc_id, _ in content_docs.items()]
+        await repo.replace_participants(conn, part_docs, [
+            (doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])
+        ])
+        for o in outcomes:
+            s = final[o.after.id]
+            if s.deleted_at is not None:
+                change = DocumentChange.DELETED
+            elif o.content_changed or o.after.id in content_docs:
+                change = DocumentChange.CHANGED
+            elif o.acl_changed:
+                change = DocumentChange.ACL_CHANGED
+            else:
+                change = touched.get(s.id, (s, DocumentChange.CHANGED))[1]
+            prev = touched.get(s.id)
+            if prev and prev[1] is DocumentChange.CHANGED and change is DocumentChange.ACL_CHANGED:
+                change = DocumentChange.CHANGED
+            touched[s.id] = (s, change)
+
+        # Archive the raw envelopes last, still inside the transaction (Postgres first, then object store).
+        sem = asyncio.Semaphore(BLOB_CONCURRENCY)
+
+        async def put(p: _Parsed) -> None:
+            key = blob_key(p.env.workspace, document_id(p.env.key), p.env.envelope_id)
+            async with sem:
+                await self.store.put(key, p.record.value)
+            written.append(key)
+
+        results = await asyncio.gather(*(put(p) for p in new), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r if isinstance(r, ObjectStoreError) else ObjectStoreError("blob write failed", error=str(r))
+        return touched
+
+    async def _resolve_people(
+        self, conn: asyncpg.Connection, new: list[_Parsed]
+    ) -> tuple[dict[int, list[tuple[uuid.UUID, str]]], dict[int, uuid.UUID]]:
+        """Authors and participants of the new envelopes -> person ids, one round trip per workspace."""
+        slots: dict[str, list[tuple[int, str, PersonInput]]] = {}
+        for i, p in enumerate(new):
+            people = [(p.env.author, "author")] if p.env.author else []
+            people += [(part, part.role) for part in p.env.participants]
+            for person, role in people:
+                if pi := person_input(person):
+                    slots.setdefault(p.env.workspace, []).append((i, role, pi))
+        roles: dict[int, list[tuple[uuid.UUID, str]]] = {}
+        authors: dict[int, uuid.UUID] = {}
+        for workspace, items in slots.items():
+            system = new[items[0][0]].env.source.system
+            ids = await resolve_people(conn, workspace, [pi for _, _, pi in items], system)
+            for (i, role, _), pid in zip(items, ids, strict=True):
+                roles.setdefault(i, []).append((pid, role))
+                if role == "author":
+                    authors[i] = pid
+        return roles, authors
+
+    async def _events(
+        self, conn: asyncpg.Connection, touched: dict[uuid.UUID, tuple[DocState, DocumentChange]]
+    ) -> list[tuple[str, bytes, bytes | None, dict[str, str]]]:
+        if not touched:
+            return []
+        ids = list(touched)
+        pending = await repo.pending_chunks(conn, ids, self.embedding_model)
+        participants = await repo.participant_ids(conn, ids)
+        events: list[tuple[str, bytes, bytes | None, dict[str, str]]] = []
+        for doc_id, (s, change) in touched.items():
+            key = f"{s.workspace}/{s.source_system}/{s.external_id}".encode()
+            ev = DocumentEvent(
+                event_id=event_id(doc_id, s.current_version, change.value, s.acl_event_time, s.deleted_at),
+                change=change, workspace=s.workspace, document_id=doc_id, key=key.decode(),
+                version=s.current_version, kind=s.kind, event_time=s.event_time,
+                author_person_id=s.author_person_id, participant_person_ids=participants.get(doc_id, []),
+                principals=list(s.principals),
+            )
+            events.append((self.documents_topic, ev.model_dump_json().encode(), key, {"x-event-type": "document"}))
+            if doc_id in pending and s.deleted_at is None:
+                msg = ChunksToEmbed(workspace=s.workspace, document_id=doc_id, version=s.current_version,
+                                    chunk_ids=pending[doc_id], embedding_model=self.embedding_model)
+                events.append((self.chunks_topic, msg.model_dump_json().encode(), key, {"x-event-type": "chunks"}))
+        return events
+
+    async def _delete_blobs(self, keys: list[str]) -> None:
+        for key in keys:
+            try:
+                await self.store.delete(key)
+            except ObjectStoreError as exc:  # best effort: an orphan blob is harmless, a lost row is not
+                log.warning("could not delete orphan blob %s after rollback: %s", key, exc)
+
+
+def envelope_summary(env: ChangeEnvelope) -> str:
+    return json.dumps({"envelope_id": str(env.envelope_id), "key": env.key, "op": env.op.value})

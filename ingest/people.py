@@ -1,0 +1,79 @@
+"""Person resolution on the write path: identity keys (email, verified platform ids) -> person ids.
+
+Exact keys only. A key seen for the first time creates a person; all keys of one author/participant
+are attached to the person its first known key resolves to. Merging two existing people is the
+conflicts stage's job (verified keys only; names never merge on their own).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from schemas.envelope import Person
+from services.ids import person_id
+
+
+@dataclass(frozen=True, slots=True)
+class PersonInput:
+    display_name: str | None
+    email: str | None
+    keys: tuple[tuple[str, str, bool], ...]  # (namespace, value, verified)
+
+
+def person_input(p: Person) -> PersonInput | None:
+    keys: list[tuple[str, str, bool]] = []
+    if p.email:
+        keys.append(("email", p.email.lower(), False))
+    keys.extend((i.namespace, i.value, i.verified) for i in p.identities)
+    if not keys:
+        return None
+    return PersonInput(p.display_name, p.email, tuple(keys))
+
+
+async def resolve_people(
+    conn: asyncpg.Connection, workspace: str, people: Sequence[PersonInput], source_system: str
+) -> list[uuid.UUID]:
+    """Return a person id per input (same order), creating people and aliases as needed."""
+    if not people:
+        return []
+    all_keys = sorted({(ns, v) for p in people for ns, v, _ in p.keys})
+    rows = await conn.fetch(
+        "SELECT namespace, value, person_id FROM person_aliases"
+        " WHERE workspace = $1 AND (namespace, value) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
+        workspace,
+        [k[0] for k in all_keys],
+        [k[1] for k in all_keys],
+    )
+    known: dict[tuple[str, str], uuid.UUID] = {(r["namespace"], r["value"]): r["person_id"] for r in rows}
+    result: list[uuid.UUID] = []
+    new_people: dict[uuid.UUID, PersonInput] = {}
+    new_aliases: list[tuple[str, str, str, uuid.UUID, bool, str]] = []
+    for p in people:
+        pid = next((known[(ns, v)] for ns, v, _ in p.keys if (ns, v) in known), None)
+        if pid is None:
+            ns, v, _ = p.keys[0]
+            pid = person_id(workspace, ns, v)
+            new_people.setdefault(pid, p)
+        for ns, v, verified in p.keys:
+            if (ns, v) not in known:
+                known[(ns, v)] = pid
+                new_aliases.append((workspace, ns, v, pid, verified, source_system))
+        result.append(pid)
+    if new_people:
+        await conn.executemany(
+            "INSERT INTO people (id, workspace, display_name, primary_email) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT (id) DO UPDATE SET display_name = COALESCE(people.display_name, EXCLUDED.display_name),"
+            " primary_email = COALESCE(people.primary_email, EXCLUDED.primary_email)",
+            [(pid, workspace, p.display_name, p.email) for pid, p in new_people.items()],
+        )
+    if new_aliases:
+        await conn.executemany(
+            "INSERT INTO person_aliases (workspace, namespace, value, person_id, verified, source_system)"
+            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            new_aliases,
+        )
+    return result

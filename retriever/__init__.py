@@ -1,0 +1,1 @@
+"""Retriever stage: pure ranking, scope, packing and query-understanding logic for the read path."""

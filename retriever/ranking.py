@@ -1,0 +1,397 @@
+"""Pure fusion and ranking of hybrid search hits (no I/O).
+
+Pipeline of :func:`fuse_and_rank`, in order:
+
+1. **RRF** (Cormack et al. 2009): ``fused(id) = Σ_arm weight_arm / (k + rank_arm(id))`` with
+   ``k = 60`` and 1-based ranks. Arms missing from the weights (or weighted 0) are ignored.
+2. **Scope-tier boost**: ``score = fused × tier_boost[hit.scope]`` (default user 1.0, team 0.9,
+   division 0.75, org 0.6, other 0.6).
+3. **Floor-gated bounded cascade**: ``floor = 0.6 × max(post-tier score)``, computed once. Only
+   hits with ``score >= floor`` are multiplied by recency ∈ [1.0, 1.4], access ∈ [1.0, 1.6]
+   and a flat 1.25 title match; hits below the floor keep their post-tier score.
+4. **Content dedup**: one hit per ``content_hash``, the highest-scoring one survives.
+5. **Autocut** at the largest score gap (see :func:`autocut_index`).
+6. **Recency decay** (optional): ``score × max(min_decay, 0.5 ** (age_days / half_life_days))``.
+7. **Limit**.
+
+Ties are always broken deterministically: score descending, then ``chunk_id`` ascending.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+
+RRF_K = 60
+SECONDS_PER_DAY = 86_400.0
+
+STOPWORDS: frozenset[str] = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers him his how i if in into is it its itself just me more most my
+    no nor not of off on once only or other our ours out over own same she should so some such than
+    that the their theirs them then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours
+    tell show give find know get got me us did does latest recent recently current currently""".split()  # noqa: SIM905
+)
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased alphanumeric tokens of ``text`` (apostrophes and punctuation split tokens)."""
+    return _TOKEN_RE.findall(text.lower())
+
+
+def content_terms(text: str) -> list[str]:
+    """Query terms worth matching: tokens of length ≥ 2 that are not stopwords, first occurrence order."""
+    seen: dict[str, None] = {}
+    for tok in tokens(text):
+        if len(tok) >= 2 and tok not in STOPWORDS:
+            seen.setdefault(tok, None)
+    return list(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One candidate chunk as returned by the search arms (already ACL-filtered by the caller)."""
+
+    chunk_id: str
+    document_id: str
+    content_hash: str
+    title: str | None
+    text: str
+    event_time: datetime
+    scope: str
+    access_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """RRF output: fused score and 1-based per-arm rank for every id seen in a weighted arm."""
+
+    scores: Mapping[str, float]
+    arm_ranks: Mapping[str, Mapping[str, int]]
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RankConfig:
+    """Ranking knobs. Frozen; derive variants with ``dataclasses.replace``.
+
+    ``decay_half_life_days = None`` disables the final recency decay (step 6).
+    ``autocut_min_gap`` is relative to the top score (0.2 = a drop of 20 % of the top score).
+    """
+
+    rrf_k: int = RRF_K
+    arm_weights: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType({"dense": 1.0, "lexical": 1.0, "relational": 0.5})
+    )
+    tier_boost: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType(
+            {"user": 1.0, "team": 0.9, "division": 0.75, "org": 0.6, "other": 0.6}
+        )
+    )
+    cascade: bool = True
+    floor_ratio: float = 0.6
+    recency_max: float = 1.4
+    recency_half_life_days: float = 30.0
+    access_max: float = 1.6
+    access_saturation: int = 100
+    title_boost: float = 1.25
+    dedup: bool = True
+    autocut: bool = True
+    autocut_min_keep: int = 3
+    autocut_min_gap: float = 0.2
+    decay_half_life_days: float | None = None
+    decay_min: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.rrf_k < 0:
+            raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
+        if any(w < 0 for w in self.arm_weights.values()):
+            raise ValueError("arm weights must be >= 0")
+        if any(b < 0 for b in self.tier_boost.values()):
+            raise ValueError("tier boosts must be >= 0")
+        if not 0.0 <= self.floor_ratio <= 1.0:
+            raise ValueError(f"floor_ratio must be in [0, 1], got {self.floor_ratio}")
+        if self.recency_max < 1.0 or self.access_max < 1.0 or self.title_boost < 1.0:
+            raise ValueError("cascade multipliers must be >= 1.0")
+        if self.recency_half_life_days <= 0 or self.access_saturation < 1:
+            raise ValueError("recency_half_life_days must be > 0 and access_saturation >= 1")
+        if self.autocut_min_keep < 1 or self.autocut_min_gap < 0:
+            raise ValueError("autocut_min_keep must be >= 1 and autocut_min_gap >= 0")
+        if self.decay_half_life_days is not None and self.decay_half_life_days <= 0:
+            raise ValueError("decay_half_life_days must be > 0 or None")
+        if not 0.0 <= self.decay_min <= 1.0:
+            raise ValueError(f"decay_min must be in [0, 1], got {self.decay_min}")
+
+
+DEFAULT = RankConfig()
+"""Hybrid: dense + lexical at 1.0, relational at 0.5, full cascade, dedup, autocut, no decay."""
+LEXICAL_ONLY = RankConfig(arm_weights=MappingProxyType({"lexical": 1.0}))
+"""BM25-style baseline: only the lexical arm is fused; the rest of the pipeline is unchanged."""
+DENSE_ONLY = RankConfig(arm_weights=MappingProxyType({"dense": 1.0}))
+"""Vector baseline: only the dense arm is fused."""
+RRF_ONLY = RankConfig(cascade=False, autocut=False)
+"""Plain weighted RRF + tier boost + dedup; no cascade, no autocut (for evaluation)."""
+RECENT_FIRST = RankConfig(decay_half_life_days=30.0, decay_min=0.5)
+"""DEFAULT plus final recency decay with a 30-day half-life, floored at 0.5."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankedHit:
+    """A hit with its final score and how it got there."""
+
+    hit: Hit
+    score: float
+    fused: float
+    arm_ranks: Mapping[str, int]
+    boosts: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class RankResult:
+    """Ordered hits (best first) plus a JSON-friendly diagnostics dict.
+
+    Diagnostics keys: ``arm_ranks`` {id: {arm: rank}}, ``fused`` {id: score}, ``boosts``
+    {id: {name: factor}} (``tier`` always; ``recency``/``access``/``title`` only above the floor and
+    only when ≠ 1.0; ``decay`` when enabled), ``floor`` (float | None), ``below_floor`` [id],
+    ``autocut_index`` (int | None: number of hits
+    kept by autocut), ``dropped_duplicates`` [{"chunk_id", "kept"}], ``missing_hits`` [id],
+    ``ignored_arms`` [name], ``channels`` {arm: number of returned hits it ranked}.
+    """
+
+    hits: tuple[RankedHit, ...]
+    diagnostics: dict[str, object]
+
+
+def rrf_fuse(
+    arms: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None, k: int = RRF_K
+) -> Fused:
+    """Weighted reciprocal rank fusion: ``Σ w_arm / (k + rank)`` with 1-based ranks.
+
+    A repeated id inside one arm keeps its first (best) rank. Arms without a positive weight
+    are ignored. ``order`` sorts by fused score descending, then id ascending.
+    """
+    w = DEFAULT.arm_weights if weights is None else weights
+    scores: dict[str, float] = {}
+    ranks: dict[str, dict[str, int]] = {}
+    for arm in sorted(arms):
+        weight = w.get(arm, 0.0)
+        if weight <= 0:
+            continue
+        for rank, cid in enumerate(arms[arm], start=1):
+            per_id = ranks.setdefault(cid, {})
+            if arm in per_id:
+                continue
+            per_id[arm] = rank
+            scores[cid] = scores.get(cid, 0.0) + weight / (k + rank)
+    order = tuple(sorted(scores, key=lambda cid: (-scores[cid], cid)))
+    return Fused(scores=scores, arm_ranks=ranks, order=order)
+
+
+def tier_multiplier(scope: str, tiers: Mapping[str, float] | None = None) -> float:
+    """Scope-tier factor; an unknown scope falls back to the ``other`` tier (0.6 by default)."""
+    t = DEFAULT.tier_boost if tiers is None else tiers
+    return t.get(scope, t.get("other", 0.6))
+
+
+def age_days(event_time: datetime, now: datetime) -> float:
+    """Age in days, never negative (future event times count as age 0)."""
+    return max(0.0, (now - event_time).total_seconds() / SECONDS_PER_DAY)
+
+
+def recency_multiplier(age: float, half_life_days: float = 30.0, max_factor: float = 1.4) -> float:
+    """``1 + (max - 1) × 0.5 ** (age / half_life)``: 1.4 at age 0, 1.2 at one half-life, → 1.0.
+
+    Always within [1.0, max_factor]; negative ages are treated as 0.
+    """
+    bonus = (max_factor - 1.0) * float(0.5 ** (max(0.0, age) / half_life_days))
+    return min(max_factor, max(1.0, 1.0 + bonus))
+
+
+def access_multiplier(access_count: int, saturation: int = 100, max_factor: float = 1.6) -> float:
+    """``1 + (max - 1) × min(1, ln(1 + n) / ln(1 + saturation))``: 1.0 at n ≤ 0, 1.6 at n ≥ 100.
+
+    Example: n = 9 → 1 + 0.6 × ln 10 / ln 101 ≈ 1.2993.
+    """
+    if access_count <= 0:
+        return 1.0
+    frac = min(1.0, math.log1p(access_count) / math.log1p(saturation))
+    return 1.0 + (max_factor - 1.0) * frac
+
+
+def title_matches(query_terms: Iterable[str], title: str | None) -> bool:
+    """True when any query content term equals a token of the title (case-insensitive)."""
+    if not title:
+        return False
+    title_tokens = set(tokens(title))
+    return any(term in title_tokens for term in query_terms)
+
+
+def recency_decay(age: float, half_life_days: float, min_decay: float = 0.0) -> float:
+    """``max(min_decay, 0.5 ** (age / half_life_days))``: 1.0 at age 0, 0.5 at one half-life."""
+    if half_life_days <= 0:
+        raise ValueError(f"half_life_days must be > 0, got {half_life_days}")
+    return max(min_decay, float(0.5 ** (max(0.0, age) / half_life_days)))
+
+
+def floor_threshold(scores: Iterable[float], ratio: float = 0.6) -> float | None:
+    """``ratio × max(scores)``, or None for no scores."""
+    values = list(scores)
+    return ratio * max(values) if values else None
+
+
+def cascade_factors(
+    hit: Hit, query_terms: Sequence[str], now: datetime, config: RankConfig
+) -> dict[str, float]:
+    """The bounded multipliers an above-floor hit gets; factors equal to 1.0 are omitted."""
+    factors = {
+        "recency": recency_multiplier(
+            age_days(hit.event_time, now), config.recency_half_life_days, config.recency_max
+        ),
+        "access": access_multiplier(hit.access_count, config.access_saturation, config.access_max),
+        "title": config.title_boost if title_matches(query_terms, hit.title) else 1.0,
+    }
+    return {name: f for name, f in factors.items() if f != 1.0}
+
+
+def dedup_by_content(ranked: Sequence[RankedHit]) -> tuple[list[RankedHit], list[tuple[str, str]]]:
+    """Keep the best hit per ``content_hash``; ``ranked`` must already be sorted best first.
+
+    Returns (kept, dropped) where dropped holds ``(dropped_chunk_id, kept_chunk_id)`` pairs.
+    """
+    kept: list[RankedHit] = []
+    winner: dict[str, str] = {}
+    dropped: list[tuple[str, str]] = []
+    for rh in ranked:
+        h = rh.hit.content_hash
+        if h in winner:
+            dropped.append((rh.hit.chunk_id, winner[h]))
+        else:
+            winner[h] = rh.hit.chunk_id
+            kept.append(rh)
+    return kept, dropped
+
+
+def autocut_index(scores: Sequence[float], min_keep: int = 3, min_gap: float = 0.2) -> int | None:
+    """Where to cut a descending score list, as the number of items to keep, or None.
+
+    Rule: among the gaps ``scores[i-1] - scores[i]`` for ``i`` in ``[min_keep, len)`` take the
+    largest (the first one on ties). Cut there only if that gap is at least ``min_gap × scores[0]``
+    (a drop of 20 % of the top score by default); otherwise keep everything (None). Lists not
+    longer than ``min_keep`` or with a non-positive top score are never cut.
+    """
+    n = len(scores)
+    if n <= min_keep or scores[0] <= 0:
+        return None
+    best_i, best_gap = -1, -math.inf
+    for i in range(min_keep, n):
+        gap = scores[i - 1] - scores[i]
+        if gap > best_gap:
+            best_i, best_gap = i, gap
+    return best_i if best_gap >= min_gap * scores[0] else None
+
+
+def _sort(ranked: Iterable[RankedHit]) -> list[RankedHit]:
+    return sorted(ranked, key=lambda rh: (-rh.score, rh.hit.chunk_id))
+
+
+def _rescored(rh: RankedHit, score: float, boosts: Mapping[str, float]) -> RankedHit:
+    return RankedHit(rh.hit, score, rh.fused, rh.arm_ranks, MappingProxyType(dict(boosts)))
+
+
+def fuse_and_rank(
+    arms: Mapping[str, Sequence[str]],
+    hits_by_id: Mapping[str, Hit],
+    query: str,
+    now: datetime,
+    config: RankConfig = DEFAULT,
+    *,
+    limit: int | None = None,
+) -> RankResult:
+    """Run the whole pipeline (see module docstring) and return ranked hits plus diagnostics.
+
+    ``arms`` maps arm name → chunk ids best first; ids absent from ``hits_by_id`` are skipped and
+    listed under ``missing_hits``. ``now`` must be timezone-aware. ``limit`` caps the output.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    fused = rrf_fuse(arms, config.arm_weights, config.rrf_k)
+    missing = [cid for cid in fused.order if cid not in hits_by_id]
+    ranked: list[RankedHit] = []
+    for cid in fused.order:
+        hit = hits_by_id.get(cid)
+        if hit is None:
+            continue
+        tier = tier_multiplier(hit.scope, config.tier_boost)
+        ranked.append(
+            RankedHit(
+                hit=hit,
+                score=fused.scores[cid] * tier,
+                fused=fused.scores[cid],
+                arm_ranks=MappingProxyType(dict(fused.arm_ranks[cid])),
+                boosts=MappingProxyType({"tier": tier}),
+            )
+        )
+
+    floor = floor_threshold((rh.score for rh in ranked), config.floor_ratio) if config.cascade else None
+    below_floor: list[str] = []
+    if floor is not None:
+        terms = content_terms(query)
+        boosted: list[RankedHit] = []
+        for rh in ranked:
+            if rh.score < floor:
+                below_floor.append(rh.hit.chunk_id)
+            else:
+                factors = cascade_factors(rh.hit, terms, now, config)
+                score = rh.score * math.prod(factors.values())
+                rh = _rescored(rh, score, {**rh.boosts, **factors})
+            boosted.append(rh)
+        ranked = boosted
+    ranked = _sort(ranked)
+
+    dropped: list[tuple[str, str]] = []
+    if config.dedup:
+        ranked, dropped = dedup_by_content(ranked)
+
+    cut: int | None = None
+    if config.autocut:
+        cut = autocut_index([rh.score for rh in ranked], config.autocut_min_keep, config.autocut_min_gap)
+        if cut is not None:
+            ranked = ranked[:cut]
+
+    if config.decay_half_life_days is not None:
+        decays = {
+            rh.hit.chunk_id: recency_decay(
+                age_days(rh.hit.event_time, now), config.decay_half_life_days, config.decay_min
+            )
+            for rh in ranked
+        }
+        ranked = _sort(
+            _rescored(rh, rh.score * decays[rh.hit.chunk_id], {**rh.boosts, "decay": decays[rh.hit.chunk_id]})
+            for rh in ranked
+        )
+
+    if limit is not None:
+        ranked = ranked[: max(0, limit)]
+
+    channels = {arm: sum(1 for rh in ranked if arm in rh.arm_ranks) for arm in sorted(arms)}
+    diagnostics: dict[str, object] = {
+        "arm_ranks": {rh.hit.chunk_id: dict(rh.arm_ranks) for rh in ranked},
+        "fused": {rh.hit.chunk_id: rh.fused for rh in ranked},
+        "boosts": {rh.hit.chunk_id: dict(rh.boosts) for rh in ranked},
+        "floor": floor,
+        "below_floor": sorted(below_floor),
+        "autocut_index": cut,
+        "dropped_duplicates": [{"chunk_id": d, "kept": k} for d, k in dropped],
+        "missing_hits": missing,
+        "ignored_arms": sorted(a for a in arms if config.arm_weights.get(a, 0.0) <= 0),
+        "channels": channels,
+    }
+    return RankResult(hits=tuple(ranked), diagnostics=diagnostics)

@@ -1,0 +1,154 @@
+"""``ChangeEnvelope``: the one event connectors produce to ``om.envelopes.v1``."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+MAX_TEXT_CHARS = 2_000_000  # ~2 MB of text per document; larger bodies are rejected, not truncated
+MIN_EVENT_YEAR = 1990
+MAX_FUTURE = timedelta(days=1)
+
+PRINCIPAL_RE = re.compile(
+    r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+
+Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_RE.pattern)]
+ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class Op(StrEnum):
+    UPSERT = "upsert"
+    DELETE = "delete"
+    ACL = "acl"
+
+
+class DocumentKind(StrEnum):
+    MESSAGE = "message"
+    DOCUMENT = "document"
+    EMAIL = "email"
+    MEETING = "meeting"
+    TICKET = "ticket"
+    PULL_REQUEST = "pull_request"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+def check_event_time(value: datetime, *, now: datetime | None = None) -> datetime:
+    """Timezone-aware, year >= 1990, not more than one day in the future. Returns UTC."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("must be timezone-aware (e.g. 2024-05-08T13:56:00Z)")
+    if value.year < MIN_EVENT_YEAR:
+        raise ValueError(f"year must be >= {MIN_EVENT_YEAR}")
+    now = now or datetime.now(UTC)
+    if value > now + MAX_FUTURE:
+        raise ValueError("must not be more than one day in the future")
+    return value.astimezone(UTC)
+
+
+class Source(_Strict):
+    system: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9_.\-]+$")]
+    external_id: ShortStr
+    url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+
+
+class Document(_Strict):
+    kind: DocumentKind
+    title: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)] = ""
+    thread_external_id: ShortStr | None = None
+    parent_external_id: ShortStr | None = None
+
+
+class Identity(_Strict):
+    namespace: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    value: ShortStr
+    verified: bool = False
+
+
+class Person(_Strict):
+    email: Annotated[str, StringConstraints(max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")] | None = None
+    display_name: Annotated[str, StringConstraints(max_length=256)] | None = None
+    identities: list[Identity] = Field(default_factory=list, max_length=32)
+
+    @field_validator("email")
+    @classmethod
+    def _lower_email(cls, v: str | None) -> str | None:
+        return v.lower() if v else v
+
+    def identity_keys(self) -> list[tuple[str, str]]:
+        """(namespace, value) pairs usable for identity resolution, email first."""
+        keys: list[tuple[str, str]] = []
+        if self.email:
+            keys.append(("email", self.email))
+        keys.extend((i.namespace, i.value) for i in self.identities)
+        return keys
+
+
+class Participant(Person):
+    role: Annotated[str, StringConstraints(min_length=1, max_length=32)] = "participant"
+
+
+class Acl(_Strict):
+    principals: list[Principal] = Field(default_factory=list, max_length=1024)
+    acl_event_time: datetime | None = None
+
+    @field_validator("principals")
+    @classmethod
+    def _dedup(cls, v: list[str]) -> list[str]:
+        return sorted({p.lower() for p in v})
+
+    @field_validator("acl_event_time")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else check_event_time(v)
+
+
+class ChangeEnvelope(_Strict):
+    """A change to one source document. Identity = (workspace, source.system, source.external_id)."""
+
+    schema_version: int = Field(default=SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
+    envelope_id: uuid.UUID
+    workspace: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = (
+        "default"
+    )
+    op: Op = Op.UPSERT
+    source: Source
+    event_time: datetime
+    document: Document | None = None
+    author: Person | None = None
+    participants: list[Participant] = Field(default_factory=list, max_length=1000)
+    acl: Acl = Field(default_factory=Acl)
+    structured_fields: dict[str, Any] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("event_time")
+    @classmethod
+    def _event_time(cls, v: datetime) -> datetime:
+        return check_event_time(v)
+
+    @model_validator(mode="after")
+    def _op_shape(self) -> ChangeEnvelope:
+        if self.op is Op.UPSERT and self.document is None:
+            raise ValueError("document is required when op is 'upsert'")
+        return self
+
+    @property
+    def key(self) -> str:
+        """Kafka key and document identity."""
+        return document_key(self.workspace, self.source.system, self.source.external_id)
+
+    @property
+    def effective_acl_time(self) -> datetime:
+        return self.acl.acl_event_time or self.event_time
+
+
+def document_key(workspace: str, system: str, external_id: str) -> str:
+    return f"{workspace}/{system}/{external_id}"

@@ -1,0 +1,1 @@
+"""HTTP API (FastAPI): health, metrics, AsyncAPI, ingress, agent tools, graph cards, admin."""

@@ -1,0 +1,86 @@
+"""Caller authentication and the viewer's principals.
+
+- ``X-Api-Key``: the calling service; compared in constant time against ``SERVICE_API_KEY`` (401).
+- ``X-Principal-Id`` (``user:<uuid>``) and ``X-Principal-Groups`` (comma-separated ``group:<uuid>``):
+  the human the agent acts for. No principal -> no private data (the viewer sees only documents
+  shared with a group it holds — with no groups, nothing).
+- ``X-Principal-Roles: admin`` for admin routes (403 otherwise).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from fastapi import Header, HTTPException, Request, status
+
+from schemas.envelope import PRINCIPAL_RE
+
+MAX_GROUPS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    principal_id: str | None
+    groups: tuple[str, ...]
+    roles: frozenset[str]
+
+    @property
+    def principals(self) -> list[str]:
+        """The viewer's own principals (groups are expanded through the org hierarchy by the retriever)."""
+        return ([self.principal_id] if self.principal_id else []) + list(self.groups)
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
+
+def _check_key(request: Request, api_key: str | None) -> None:
+    expected = request.app.state.api_key
+    if not api_key or not hmac.compare_digest(api_key.encode(), expected.encode()):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="missing or invalid X-Api-Key")
+
+
+def _principal(value: str, header: str, kind: str) -> str:
+    v = value.strip().lower()
+    if not PRINCIPAL_RE.match(v) or not v.startswith(kind + ":"):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={"field": header, "msg": f"expected {kind}:<uuid>, got {value[:80]!r}"},
+        )
+    return v
+
+
+async def require_service(request: Request, x_api_key: str | None = Header(default=None)) -> None:
+    _check_key(request, x_api_key)
+
+
+async def require_viewer(
+    request: Request,
+    x_api_key: str | None = Header(default=None),
+    x_principal_id: str | None = Header(default=None),
+    x_principal_groups: str | None = Header(default=None),
+    x_principal_roles: str | None = Header(default=None),
+) -> Viewer:
+    _check_key(request, x_api_key)
+    pid = _principal(x_principal_id, "X-Principal-Id", "user") if x_principal_id else None
+    raw_groups = [g for g in (x_principal_groups or "").split(",") if g.strip()]
+    if len(raw_groups) > MAX_GROUPS:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            detail={"field": "X-Principal-Groups", "msg": f"at most {MAX_GROUPS} groups"})
+    groups = tuple(sorted({_principal(g, "X-Principal-Groups", "group") for g in raw_groups}))
+    roles = frozenset(r.strip().lower() for r in (x_principal_roles or "").split(",") if r.strip())
+    return Viewer(pid, groups, roles)
+
+
+async def require_admin(
+    request: Request,
+    x_api_key: str | None = Header(default=None),
+    x_principal_id: str | None = Header(default=None),
+    x_principal_groups: str | None = Header(default=None),
+    x_principal_roles: str | None = Header(default=None),
+) -> Viewer:
+    viewer = await require_viewer(request, x_api_key, x_principal_id, x_principal_groups, x_principal_roles)
+    if not viewer.is_admin:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail="admin route: X-Principal-Roles: admin required")
+    return viewer

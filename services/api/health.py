@@ -1,0 +1,49 @@
+"""``/healthz`` (process up), ``/readyz`` (dependencies), ``/metrics`` (Prometheus), ``/asyncapi``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from services.health import readiness
+from services.metrics import REGISTRY
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    rt = request.app.state.runtime
+    checks = await readiness(rt.pool, rt.store, rt.settings.kafka_bootstrap_servers)
+    down = [c.name for c in checks if not c.ok]
+    body: dict[str, Any] = {
+        "status": "ready" if not down else "unavailable",
+        "down": down,
+        "checks": {c.name: {"ok": c.ok, "detail": c.detail, "latency_ms": round(c.latency_ms, 1)} for c in checks},
+        "stages": rt.stages,
+    }
+    return JSONResponse(body, status_code=200 if not down else 503)
+
+
+@router.get("/metrics")
+async def metrics() -> Response:
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/asyncapi")
+async def asyncapi(request: Request) -> JSONResponse:
+    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows."""
+    from faststream.specification import AsyncAPI
+
+    rt = request.app.state.runtime
+    spec = AsyncAPI(rt.broker, title="Org Memory", version="0.1.0",
+                    description="Topics and payloads of the Org Memory pipeline").to_specification()
+    return JSONResponse(spec.to_jsonable())

@@ -1,0 +1,153 @@
+"""``orgmem`` command line: migrate, topics, up, run, status, dlq, replay, rebuild, eval, demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from services.errors import ConfigurationError, OrgMemoryError
+from services.settings import Settings, load_settings
+
+Command = Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from embedder.repository import ensure_hnsw_index
+    from services.db.migrate import code_version, migrate
+    from services.db.pool import create_pool
+    from services.embedding_config import embedding_config
+
+    applied = await migrate(settings.database_url, settings.db_schema)
+    for m in applied:
+        print(f"applied {m.version:04d}_{m.name}")
+    pool = await create_pool(settings, min_size=1, max_size=1)
+    try:
+        emb = embedding_config(settings)
+        async with pool.acquire() as conn:
+            index = await ensure_hnsw_index(conn, emb.model, emb.dim)
+    finally:
+        await pool.close()
+    print(f"schema {settings.db_schema} at version {code_version()}; vector index {index} ({emb.model})")
+    return 0
+
+
+async def cmd_topics(settings: Settings, args: argparse.Namespace) -> int:
+    from services.kafka.topics import describe_topics, ensure_topics
+
+    if args.action == "create":
+        created = await ensure_topics(settings)
+        print(f"created {len(created)} topic(s)" + (": " + ", ".join(created) if created else ""))
+    for t in await describe_topics(settings):
+        print(f"{t['topic']:32} {'ok' if t['exists'] else 'MISSING':8} partitions={t['partitions']}")
+    return 0
+
+
+async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from services.serve import serve
+    from services.stages import available_stages
+
+    if args.command == "up":
+        stages, api = available_stages(), not args.no_api
+    elif args.stage == "api":
+        stages, api = [], True
+    else:
+        stages, api = [args.stage], args.with_api
+    await serve(settings, stages, api=api, host=args.host or settings.api_host, port=args.port or settings.api_port)
+    return 0
+
+
+async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from services.db.pool import create_pool
+    from services.health import check_kafka, check_postgres, check_store
+    from services.kafka.lag import group_lag
+    from services.objectstore import build_object_store
+    from services.stages import available_stages
+
+    rows: dict[str, Any] = {}
+    try:
+        pool = await create_pool(settings, min_size=1, max_size=1)
+        rows["postgres"] = await check_postgres(pool)
+        await pool.close()
+    except Exception as exc:  # status reports, it does not fail
+        rows["postgres"] = f"DOWN {type(exc).__name__}: {exc}"
+    for name, coro in (("object_store", check_store(build_object_store(settings))),
+                       ("kafka", check_kafka(settings.kafka_bootstrap_servers))):
+        try:
+            rows[name] = await asyncio.wait_for(coro, 10)
+        except Exception as exc:  # status reports, it does not fail
+            rows[name] = f"DOWN {type(exc).__name__}: {exc}"
+    lags: dict[str, Any] = {}
+    if not str(rows["kafka"]).startswith("DOWN"):
+        for stage in available_stages():
+            try:
+                lag = await group_lag(settings, stage)
+                lags[stage] = {"group": lag.group, "topic": lag.topic, "lag": lag.lag}
+            except Exception as exc:  # status reports, it does not fail
+                lags[stage] = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps({"infrastructure": rows, "consumer_lag": lags}, indent=2, default=str))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="orgmem", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="apply pending schema migrations")
+    t = sub.add_parser("topics", help="create or describe Kafka topics")
+    t.add_argument("action", choices=["create", "describe"])
+    up = sub.add_parser("up", help="run every stage plus the HTTP API in this process")
+    up.add_argument("--host")
+    up.add_argument("--port", type=int)
+    up.add_argument("--no-api", action="store_true")
+    run = sub.add_parser("run", help="run one stage (or 'api')")
+    run.add_argument("stage")
+    run.add_argument("--with-api", action="store_true")
+    run.add_argument("--host")
+    run.add_argument("--port", type=int)
+    sub.add_parser("status", help="infrastructure health and consumer lag per stage")
+    try:
+        from services.ops.cli import add_ops_commands
+
+        add_ops_commands(sub)
+    except ImportError:  # pragma: no cover
+        pass
+    return ap
+
+
+COMMANDS: dict[str, Command] = {
+    "migrate": cmd_migrate,
+    "topics": cmd_topics,
+    "up": cmd_serve,
+    "run": cmd_serve,
+    "status": cmd_status,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    try:
+        settings = load_settings()
+        logging.getLogger().setLevel(settings.log_level.upper())
+        logging.getLogger("orgmem.faststream").setLevel(logging.WARNING)
+        handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+        if handler is None:
+            raise SystemExit(f"unknown command {args.command}")
+        return asyncio.run(handler(settings, args))
+    except ConfigurationError as exc:
+        print(f"orgmem: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except OrgMemoryError as exc:
+        print(f"orgmem: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

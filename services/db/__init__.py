@@ -1,0 +1,1 @@
+"""Postgres access: pool, migrations, and the transaction helpers the stages share."""

@@ -1,0 +1,69 @@
+"""One root exception for the whole project.
+
+Two branches matter to the delivery machinery:
+- ``TransientError``: worth retrying (vendor 5xx / timeout, DB connection, object store down).
+  Stages retry with bounded, jittered backoff, then dead-letter.
+- ``PermanentError``: retrying cannot help (invalid payload, poison message, unresolved author).
+  Stages dead-letter at once and the partition moves on.
+
+Errors carry ids (``context``) so logs and dead-letter headers can name what failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OrgMemoryError(Exception):
+    """Root of every error raised on purpose by Org Memory code."""
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context: dict[str, Any] = context
+
+    def __str__(self) -> str:
+        if not self.context:
+            return self.message
+        ctx = ", ".join(f"{k}={v}" for k, v in sorted(self.context.items()))
+        return f"{self.message} ({ctx})"
+
+
+class TransientError(OrgMemoryError):
+    """Retry with backoff; dead-letter once the retry budget is spent."""
+
+
+class PermanentError(OrgMemoryError):
+    """Dead-letter immediately; never retried."""
+
+
+class ConfigurationError(OrgMemoryError):
+    """Invalid or missing configuration. The process stops at boot naming the setting."""
+
+
+class InvalidPayloadError(PermanentError):
+    """A message or request body failed validation. ``field`` names the culprit."""
+
+    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
+        super().__init__(message, field=field, **context)
+        self.field = field
+
+
+class UnresolvedAuthorError(PermanentError):
+    """Registry-bound structured fields need an author that resolves to a person."""
+
+
+class VendorError(TransientError):
+    """An embedding / LLM / rerank vendor call failed (5xx, timeout, connection)."""
+
+
+class VendorRejectedError(PermanentError):
+    """The vendor refused the request for a reason retrying cannot fix (4xx)."""
+
+
+class ObjectStoreError(TransientError):
+    """The object store could not be reached or refused a write."""
+
+
+class SchemaVersionError(ConfigurationError):
+    """The database schema is not at the version this code expects."""

@@ -1,0 +1,59 @@
+"""Consumer lag per stage: log-end offset minus the group's committed offset, summed over partitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import TopicPartition
+
+from services.settings import Settings
+
+STAGE_TOPICS: dict[str, str] = {
+    "ingest": "envelopes",
+    "embed": "chunks",
+    "extract": "documents",
+    "collab": "documents",
+    "conflicts": "graph",
+    "retrieve": "rpc.retrieve",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    stage: str
+    group: str
+    topic: str
+    end: int
+    committed: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+async def group_lag(settings: Settings, stage: str, *, group: str | None = None) -> Lag:
+    topic = settings.topic(STAGE_TOPICS[stage])
+    group = group or settings.group(stage)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers, request_timeout_ms=10_000)
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)
+    await admin.start()
+    await consumer.start()
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if parts is None:
+            await consumer.topics()  # refresh metadata once
+            parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        ends = await consumer.end_offsets(tps) if tps else {}
+        committed = await admin.list_consumer_group_offsets(group, partitions=tps) if tps else {}
+        begin = await consumer.beginning_offsets(tps) if tps else {}
+        done = sum(
+            (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else begin.get(tp, 0))
+            for tp in tps
+        )
+        return Lag(stage, group, topic, sum(ends.values()), done)
+    finally:
+        await consumer.stop()
+        await admin.close()

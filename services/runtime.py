@@ -1,0 +1,65 @@
+"""The clients one process needs, built once at startup and injected into stages and routes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from faststream.kafka import KafkaBroker
+
+from services.db.migrate import check_schema
+from services.db.pool import create_pool
+from services.embedding_config import EmbeddingConfig, embedding_config
+from services.kafka.app import BrokerPublisher, build_broker
+from services.objectstore import ObjectStore, build_object_store
+from services.settings import Settings
+
+log = logging.getLogger("orgmem.runtime")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    pool: asyncpg.Pool
+    store: ObjectStore
+    broker: KafkaBroker
+    publisher: BrokerPublisher
+    embedding: EmbeddingConfig
+    hierarchy_config: dict[str, Any] = field(default_factory=dict)
+    stages: list[str] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    async def close(self) -> None:
+        await self.store.close()
+        await self.pool.close()
+
+
+def load_hierarchy(settings: Settings) -> dict[str, Any]:
+    if settings.org_hierarchy_path is None:
+        return {"groups": {}}
+    data: dict[str, Any] = json.loads(settings.org_hierarchy_path.read_text())
+    return data
+
+
+async def build_runtime(settings: Settings) -> Runtime:
+    """Connect to Postgres (refusing an unmigrated/newer schema), build the store and the broker."""
+    pool = await create_pool(settings)
+    try:
+        async with pool.acquire() as conn:
+            await check_schema(conn, settings.db_schema)
+    except BaseException:
+        await pool.close()
+        raise
+    broker = build_broker(settings)
+    return Runtime(
+        settings=settings,
+        pool=pool,
+        store=build_object_store(settings),
+        broker=broker,
+        publisher=BrokerPublisher(broker),
+        embedding=embedding_config(settings),
+        hierarchy_config=load_hierarchy(settings),
+    )

@@ -1,0 +1,118 @@
+"""One frozen settings object per process, read from the environment (and ``.env``) once, at the edge.
+
+A missing required setting stops the process at boot with a message naming the variable.
+Secrets are ``SecretStr``: they never appear in reprs or logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.errors import ConfigurationError
+
+EmbeddingProvider = Literal["hash", "local", "openai"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True, case_sensitive=False
+    )
+
+    # --- infrastructure -------------------------------------------------------------------------
+    database_url: str = Field(description="Postgres DSN (pgvector required)")
+    db_schema: str = Field(default="orgmem", pattern=r"^[a-z_][a-z0-9_]{0,40}$")
+    db_pool_min: int = 1
+    db_pool_max: int = 10
+    kafka_bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    topic_namespace: str = Field(default="om", pattern=r"^[a-z][a-z0-9_\-]{0,40}$")
+    group_prefix: str = Field(default="", pattern=r"^[a-z0-9_\-.]{0,60}$")
+    topic_partitions: int = Field(default=12, ge=1, le=256)
+    object_store_backend: Literal["s3", "fs"] = "fs"
+    object_store_path: Path = Path(".state/blobs")
+    s3_endpoint: str | None = None
+    s3_access_key: SecretStr | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_bucket: str = "orgmem-envelopes"
+    s3_secure: bool = True
+    s3_region: str = "us-east-1"
+
+    # --- HTTP API ------------------------------------------------------------------------------
+    service_api_key: SecretStr | None = None
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+
+    # --- embeddings ------------------------------------------------------------------------------
+    embedding_provider: EmbeddingProvider = "local"
+    embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = None
+    embedding_api_key: SecretStr | None = None
+    embedding_dim: int = Field(default=384, ge=8, le=4096)
+    embed_batch_size: int = Field(default=64, ge=1, le=2048)
+
+    # --- stages ----------------------------------------------------------------------------------
+    ingest_batch_size: int = Field(default=500, ge=1, le=10_000)
+    retry_attempts: int = Field(default=5, ge=1, le=50)
+    retry_base_delay_s: float = Field(default=0.2, gt=0)
+    retry_max_delay_s: float = Field(default=10.0, gt=0)
+    org_hierarchy_path: Path | None = None
+    taxonomy_registry_path: Path | None = None
+
+    # --- optional vendors -----------------------------------------------------------------------
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str = "gpt-4o-mini"
+    rerank_url: str | None = None
+    rerank_api_key: SecretStr | None = None
+
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _backend_credentials(self) -> Settings:
+        if self.object_store_backend == "s3":
+            missing = [
+                name
+                for name, value in (
+                    ("S3_ENDPOINT", self.s3_endpoint),
+                    ("S3_ACCESS_KEY", self.s3_access_key),
+                    ("S3_SECRET_KEY", self.s3_secret_key),
+                )
+                if not value
+            ]
+            if missing:
+                raise ValueError(f"OBJECT_STORE_BACKEND=s3 needs {', '.join(missing)}")
+        if self.embedding_provider == "openai" and not self.embedding_base_url and not self.embedding_api_key:
+            raise ValueError("EMBEDDING_PROVIDER=openai needs EMBEDDING_API_KEY or EMBEDDING_BASE_URL")
+        return self
+
+    def topic(self, name: str) -> str:
+        """Full topic name, e.g. ``topic("envelopes")`` -> ``om.envelopes.v1``."""
+        return f"{self.topic_namespace}.{name}.v1"
+
+    def group(self, stage: str) -> str:
+        """Consumer group of a stage, e.g. ``om-ingest`` (prefixed by the rebuild generation)."""
+        return f"{self.group_prefix}om-{stage}"
+
+    def require_api_key(self) -> SecretStr:
+        if self.service_api_key is None or not self.service_api_key.get_secret_value():
+            raise ConfigurationError("missing required setting SERVICE_API_KEY", setting="SERVICE_API_KEY")
+        return self.service_api_key
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build the process settings or raise ``ConfigurationError`` naming what is missing/invalid."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]).upper()
+            if err["type"] == "missing":
+                problems.append(f"missing required setting {loc}")
+            else:
+                problems.append(f"{loc or 'settings'}: {err['msg']}")
+        raise ConfigurationError("; ".join(problems)) from None
