@@ -1,0 +1,169 @@
+"""Agent tool contracts: ``retrieve_context``, ``search_knowledge_base`` and the Kafka RPC envelopes.
+
+Limits are clamped, not rejected (``limit`` to 1..50, ``max_tokens`` to 1..100,000); malformed values
+(an unknown ``mode``/``as_of_grain``, a query over 2,000 characters) fail validation naming the field.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from schemas.envelope import Principal
+
+MAX_QUERY_CHARS = 2_000
+MAX_LIMIT = 50
+DEFAULT_LIMIT = 10
+MAX_TOKENS = 100_000
+
+Mode = Literal["vector_first", "graph_first", "joint"]
+Grain = Literal["day", "month", "quarter", "year", "unknown"]
+Arms = Literal["full", "hybrid", "lexical", "dense"]
+Tool = Literal["retrieve_context", "search_knowledge_base"]
+Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS)]
+Workspace = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+ShortName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _clamp(value: Any, lo: int, hi: int) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return min(hi, max(lo, value))
+    return value
+
+
+class _Req(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Subject(_Req):
+    """An explicit graph seed, e.g. ``{"type": "person", "id": "<uuid>"}``."""
+
+    type: ShortName
+    id: uuid.UUID
+
+
+class PassageFilters(_Req):
+    source_systems: list[ShortName] = Field(default_factory=list, max_length=32)
+    kinds: list[ShortName] = Field(default_factory=list, max_length=16)
+    date_from: datetime | None = Field(default=None, description="inclusive lower bound on event_time")
+    date_to: datetime | None = Field(default=None, description="exclusive upper bound on event_time")
+    author: Annotated[str, StringConstraints(min_length=1, max_length=320)] | None = Field(
+        default=None, description="author person id (uuid) or email"
+    )
+
+    @field_validator("date_from", "date_to")
+    @classmethod
+    def _tz(cls, v: datetime | None) -> datetime | None:
+        return _aware(v)
+
+
+class SearchKnowledgeBaseRequest(_Req):
+    query: Query
+    workspace: Workspace = "default"
+    limit: int = Field(default=DEFAULT_LIMIT, description="clamped to 1..50")
+    filters: PassageFilters = Field(default_factory=PassageFilters)
+    as_of: datetime | None = Field(default=None, description="upper bound on passage event_time")
+    arms: Arms = Field(default="full", description="evaluation override: which arms to fuse")
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _clamp_limit(cls, v: Any) -> Any:
+        return _clamp(v, 1, MAX_LIMIT)
+
+    @field_validator("as_of")
+    @classmethod
+    def _tz_as_of(cls, v: datetime | None) -> datetime | None:
+        return _aware(v)
+
+
+class RetrieveContextRequest(SearchKnowledgeBaseRequest):
+    mode: Mode = "vector_first"
+    subjects: list[Subject] = Field(default_factory=list, max_length=20)
+    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = None
+    believed_as_of: datetime | None = None
+    as_of_grain: Grain | None = Field(default=None, description="host value wins over the planner's grain")
+    max_tokens: int | None = Field(default=None, description="packing budget, clamped to 1..100000")
+    synthesize: bool = False
+
+    @field_validator("max_tokens", mode="before")
+    @classmethod
+    def _clamp_tokens(cls, v: Any) -> Any:
+        return _clamp(v, 1, MAX_TOKENS)
+
+    @field_validator("believed_as_of")
+    @classmethod
+    def _tz_believed(cls, v: datetime | None) -> datetime | None:
+        return _aware(v)
+
+
+class Passage(BaseModel):
+    document_id: uuid.UUID
+    source_system: str
+    external_id: str
+    chunk_id: uuid.UUID
+    text: str = Field(description="readable parent-section text (possibly truncated by packing)")
+    snippet: str = Field(description="the ranked child chunk")
+    title: str | None = None
+    score: float
+    channel_ranks: dict[str, int] = Field(default_factory=dict)
+    scope: str = "other"
+    event_time: datetime
+    kind: str
+    url: str | None = None
+
+
+class SearchKnowledgeBaseResponse(BaseModel):
+    passages: list[Passage]
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
+class RetrieveContextResponse(BaseModel):
+    passages: list[Passage]
+    search_facts: list[dict[str, Any]] = Field(default_factory=list)
+    structured_facts: list[dict[str, Any]] = Field(default_factory=list)
+    paths: list[dict[str, Any]] = Field(default_factory=list)
+    fact_diffs: list[dict[str, Any]] = Field(default_factory=list)
+    temporal_plan: dict[str, Any] | None = None
+    gaps: dict[str, Any] | None = None
+    answer: str | None = Field(default=None, description="synthesis, or a numbered citation list fallback")
+    diagnostics: dict[str, Any] = Field(default_factory=dict)
+
+
+class RpcViewer(_Req):
+    """The human the agent acts for. The Kafka topic's ACLs authenticate the producing service."""
+
+    principal_id: Principal | None = None
+    groups: list[Principal] = Field(default_factory=list, max_length=512)
+
+
+class RpcRequest(_Req):
+    """Body of a record on ``<ns>.rpc.retrieve.v1``; headers carry ``reply_to``, ``correlation_id``
+    and ``deadline`` (epoch milliseconds)."""
+
+    tool: Tool = "retrieve_context"
+    viewer: RpcViewer = Field(default_factory=RpcViewer)
+    request: dict[str, Any]
+
+
+class RpcError(BaseModel):
+    type: str
+    message: str
+    status: int = 500
+    field: str | None = None
+
+
+class RpcReply(BaseModel):
+    """Body of a reply record; the ``correlation_id`` header matches the request's."""
+
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: RpcError | None = None
