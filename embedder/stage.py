@@ -1,44 +1,54 @@
 """Embedder stage wiring: group ``om-embed`` on ``om.chunks.v1``.
 
-The provider is built when the stage registers (MiniLM loads its weights once) and must report the
-model id and dimension the deployment is configured for (``services.embedding_config``).
+The provider is built once per process (MiniLM loads its weights once) and must report the model
+id and dimension the deployment is configured for (``services.embedding_config``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from embedder.handler import EmbedHandler
+from embedder.port import Embedder
 from embedder.providers import build_embedder
 from services.embedding_config import provider_kwargs
 from services.errors import ConfigurationError
 from services.kafka.app import subscribe_batch
-from services.kafka.records import Record
+from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
+from services.stagekit import LateHandler
 
 STAGE = "embed"
+TOPIC = "chunks"
 
 
-def register(rt: Runtime) -> None:
+def runtime_embedder(rt: Runtime) -> Embedder:
+    """The process's embedding provider (shared by the embed stage and the retriever)."""
+    existing = rt.extras.get("embedder")
+    if existing is not None:
+        return existing  # type: ignore[no-any-return]
     s = rt.settings
-    embedder = rt.extras.get("embedder") or build_embedder(s.embedding_provider, **provider_kwargs(s))
+    embedder = build_embedder(s.embedding_provider, **provider_kwargs(s))
     if embedder.model != rt.embedding.model or embedder.dim != rt.embedding.dim:
         raise ConfigurationError(
             f"embedder reports {embedder.model}/{embedder.dim}, settings say {rt.embedding.model}/{rt.embedding.dim}",
             setting="EMBEDDING_PROVIDER",
         )
     rt.extras["embedder"] = embedder
-    handler: EmbedHandler | None = None
+    return embedder
 
-    async def handle(records: Sequence[Record]) -> None:
-        assert handler is not None
-        await handler(records)
 
+def build_handler(rt: Runtime, dead_letters: DeadLetters) -> EmbedHandler:
+    return EmbedHandler(pool=rt.pool, embedder=runtime_embedder(rt), provider=rt.settings.embedding_provider,
+                        dead_letters=dead_letters)
+
+
+def register(rt: Runtime) -> None:
+    s = rt.settings
+    late = LateHandler()
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic("chunks"), handler=handle,
+        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic(TOPIC), handler=late,
         max_records=max(1, s.embed_batch_size // 2),
         description="Embeds chunks that lack a vector for the configured model (cache + carry-over first)",
     )
-    handler = EmbedHandler(pool=rt.pool, embedder=embedder, provider=s.embedding_provider,
-                           dead_letters=dead_letters)
+    handler = build_handler(rt, dead_letters)
     rt.extras["embed_handler"] = handler
+    late.bind(handler)

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from ingest.apply import DocState
+from services.replaying import REPLAYING
 
 STAGE = "ingest"
 DOC_COLUMNS = (
@@ -19,13 +20,17 @@ DOC_COLUMNS = (
 
 
 async def claim_events(conn: asyncpg.Connection, stage: str, keys: Sequence[str]) -> set[str]:
-    """Record ``keys`` as processed by ``stage``; returns the ones that were NOT processed before."""
+    """Record ``keys`` as processed by ``stage``; returns the ones that were NOT processed before.
+
+    In replay mode every key counts as new (the apply logic is idempotent)."""
     rows = await conn.fetch(
         "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
         " ON CONFLICT DO NOTHING RETURNING event_key",
         stage,
         list(keys),
     )
+    if REPLAYING.get():
+        return set(keys)
     return {r["event_key"] for r in rows}
 
 

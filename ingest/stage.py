@@ -6,28 +6,31 @@ from ingest.handler import IngestHandler
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from services.kafka.app import document_publisher, subscribe_batch
+from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
+from services.stagekit import LateHandler
 
 STAGE = "ingest"
+TOPIC = "envelopes"
+
+
+def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
+    s = rt.settings
+    return IngestHandler(
+        pool=rt.pool, store=rt.store, publisher=rt.publisher, dead_letters=dead_letters,
+        documents_topic=s.topic("documents"), chunks_topic=s.topic("chunks"), embedding_model=rt.embedding.model,
+    )
 
 
 def register(rt: Runtime) -> None:
     s = rt.settings
-    handler: IngestHandler | None = None
-
-    async def handle(records):  # type: ignore[no-untyped-def]
-        assert handler is not None
-        await handler(records)
-
+    late = LateHandler()
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic("envelopes"), handler=handle,
+        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic(TOPIC), handler=late,
         max_records=s.ingest_batch_size,
         description="Applies ChangeEnvelopes to the Postgres projection and archives them in the object store",
     )
-    handler = IngestHandler(
-        pool=rt.pool, store=rt.store, publisher=rt.publisher, dead_letters=dead_letters,
-        documents_topic=s.topic("documents"), chunks_topic=s.topic("chunks"), embedding_model=rt.embedding.model,
-    )
+    late.bind(build_handler(rt, dead_letters))
     document_publisher(rt.broker, s.topic("envelopes"), ChangeEnvelope, "connectors and HTTP ingress produce here")
     document_publisher(rt.broker, s.topic("documents"), DocumentEvent, "ingest -> extractor, collaboration")
     document_publisher(rt.broker, s.topic("chunks"), ChunksToEmbed, "ingest -> embedder")

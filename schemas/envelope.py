@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 SCHEMA_VERSION = 1
 MAX_TEXT_CHARS = 2_000_000  # ~2 MB of text per document; larger bodies are rejected, not truncated
@@ -123,7 +123,7 @@ class ChangeEnvelope(_Strict):
     op: Op = Op.UPSERT
     source: Source
     event_time: datetime
-    document: Document | None = None
+    document: Document | None = Field(default=None, validate_default=True)
     author: Person | None = None
     participants: list[Participant] = Field(default_factory=list, max_length=1000)
     acl: Acl = Field(default_factory=Acl)
@@ -134,11 +134,12 @@ class ChangeEnvelope(_Strict):
     def _event_time(cls, v: datetime) -> datetime:
         return check_event_time(v)
 
-    @model_validator(mode="after")
-    def _op_shape(self) -> ChangeEnvelope:
-        if self.op is Op.UPSERT and self.document is None:
+    @field_validator("document")
+    @classmethod
+    def _document_for_upsert(cls, v: Document | None, info: ValidationInfo) -> Document | None:
+        if v is None and info.data.get("op", Op.UPSERT) is Op.UPSERT:
             raise ValueError("document is required when op is 'upsert'")
-        return self
+        return v
 
     @property
     def key(self) -> str:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.structs import TopicPartition
 
+from services.kafka.records import stop_consumer, topic_partitions
 from services.settings import Settings
 
 STAGE_TOPICS: dict[str, str] = {
@@ -41,11 +41,7 @@ async def group_lag(settings: Settings, stage: str, *, group: str | None = None)
     await admin.start()
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if parts is None:
-            await consumer.topics()  # refresh metadata once
-            parts = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        tps = await topic_partitions(consumer, topic)
         ends = await consumer.end_offsets(tps) if tps else {}
         committed = await admin.list_consumer_group_offsets(group, partitions=tps) if tps else {}
         begin = await consumer.beginning_offsets(tps) if tps else {}
@@ -55,5 +51,5 @@ async def group_lag(settings: Settings, stage: str, *, group: str | None = None)
         )
         return Lag(stage, group, topic, sum(ends.values()), done)
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
         await admin.close()

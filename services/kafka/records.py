@@ -44,3 +44,20 @@ def from_consumer_records(raw: Any) -> list[Record]:
         )
         for r in items
     ]
+
+
+async def stop_consumer(consumer: Any) -> None:
+    """Stop an aiokafka consumer. Yields once first: a group-less consumer stopped before its internal
+    reset task ever ran would otherwise raise CancelledError out of ``stop()`` (aiokafka 0.14)."""
+    import asyncio
+
+    await asyncio.sleep(0)
+    await consumer.stop()
+
+
+async def topic_partitions(consumer: Any, topic: str) -> list[Any]:
+    """All partitions of ``topic`` (metadata refreshed first) as TopicPartitions, sorted."""
+    from aiokafka.structs import TopicPartition
+
+    cluster = await consumer._client.fetch_all_metadata()  # the consumer's own cache only knows subscriptions
+    return [TopicPartition(topic, p) for p in sorted(cluster.partitions_for_topic(topic) or set())]

@@ -75,13 +75,19 @@ async def produce_raw(settings: Settings, value: bytes, key: bytes | None = b"ba
         await p.send_raw(value, key)
 
 
-async def eventually(check: Callable[[], Awaitable[T]], *, timeout: float = 30.0, interval: float = 0.2) -> T:
-    """Await ``check()`` until it returns a truthy value; fail with the last value after ``timeout``."""
+async def eventually(
+    check: Callable[[], Awaitable[T]],
+    *,
+    until: Callable[[T], bool] = bool,
+    timeout: float = 30.0,
+    interval: float = 0.2,
+) -> T:
+    """Await ``check()`` until ``until(value)`` holds; fail with the last value after ``timeout``."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
         last = await check()
-        if last:
+        if until(last):
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")

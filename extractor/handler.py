@@ -1,0 +1,172 @@
+"""Extractor handler: ``om.documents.v1`` batch -> one ``GraphEvent`` per touched document on ``om.graph.v1``.
+
+Order (DESIGN.md "Delivery"):
+1. parse events (invalid -> dead letter); one extraction per document, from its CURRENT projection state
+   (an older event of a document re-derives the current state: the result is the same event id);
+2. read the archived envelope (text, author and participant identity keys in source order) and the child
+   chunk spans; run the zero-LLM extraction (and the optional LLM path); resolve identity keys of
+   mentioned people through ``person_aliases``; registry-bound structured fields become claims of the
+   author (an unresolved author is a permanent error -> dead letter, never a partial write);
+3. ONE transaction records the processed events (and LLM spend); after commit the graph events are
+   published — also for redelivered duplicates, so a crash between commit and publish loses nothing.
+Deleted documents produce a tombstone event; ACL changes need no event (reads join live ACLs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import asyncpg
+from pydantic import ValidationError
+
+from extractor import repository as repo
+from extractor.assemble import ChunkIndex, DocInfo, assemble, deleted_event, document_ref, meeting_ref, participant_ids
+from extractor.links import HERB_EID_NAMESPACE, ExtractedLink, dedup_links
+from extractor.mentions import attendance_links
+from extractor.patterns import extract_links
+from extractor.structured import structured_claims
+from schemas.envelope import ChangeEnvelope
+from schemas.events import DocumentChange, DocumentEvent
+from schemas.graph import GraphEvent
+from services.errors import InvalidPayloadError, UnresolvedAuthorError
+from services.kafka.app import BrokerPublisher
+from services.kafka.delivery import DeadLetters
+from services.kafka.records import Record
+from services.objectstore.port import ObjectStore
+from services.taxonomy.registry import Registry
+
+log = logging.getLogger("orgmem.extract")
+BLOB_CONCURRENCY = 32
+
+
+class LinkSource(Protocol):
+    """An optional extra extraction path (the LLM). Returns links and the spend rows it caused."""
+
+    async def extract(self, conn: asyncpg.Connection, workspace: str, text: str) -> list[ExtractedLink]: ...
+
+    def take_spend(self) -> list[tuple[object, ...]]: ...
+
+
+@dataclass
+class ExtractStats:
+    documents: int = 0
+    links: int = 0
+    seconds: float = 0.0
+    events: list[str] = field(default_factory=list)
+
+
+class ExtractHandler:
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        store: ObjectStore,
+        publisher: BrokerPublisher,
+        dead_letters: DeadLetters,
+        graph_topic: str,
+        registry: Registry,
+        llm: LinkSource | None = None,
+    ) -> None:
+        self.pool = pool
+        self.store = store
+        self.publisher = publisher
+        self.dead_letters = dead_letters
+        self.graph_topic = graph_topic
+        self.registry = registry
+        self.llm = llm
+        self.stats = ExtractStats()
+
+    async def __call__(self, records: Sequence[Record]) -> None:
+        events: list[DocumentEvent] = []
+        for record in records:
+            try:
+                events.append(DocumentEvent.model_validate_json(record.value))
+            except ValidationError as exc:
+                loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
+                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}",
+                                                                         field=loc))
+        if not events:
+            return
+        latest: dict[uuid.UUID, DocumentEvent] = {}
+        for ev in events:
+            latest[ev.document_id] = ev
+        wanted = [d for d, ev in latest.items() if ev.change is not DocumentChange.ACL_CHANGED]
+        async with self.pool.acquire() as conn:
+            docs = await repo.load_documents(conn, wanted)
+            live = [d for d in wanted if d in docs and docs[d]["deleted_at"] is None]
+            spans = await repo.child_spans(conn, live)
+            envelopes = await self._envelopes([docs[d] for d in live])
+            texts = {d: envelopes[d].document.text if envelopes[d] and envelopes[d].document else None  # type: ignore[union-attr]
+                     for d in live}
+            for d in live:
+                if texts[d] is None:
+                    texts[d] = await repo.document_text(conn, d)
+            graph: list[GraphEvent] = []
+            for d in wanted:
+                if d not in docs:
+                    continue
+                info = _info(docs[d], latest[d])
+                if docs[d]["deleted_at"] is not None:
+                    graph.append(deleted_event(info))
+                    continue
+                graph.append(await self._derive(conn, info, docs[d], texts[d] or "", envelopes.get(d),
+                                                ChunkIndex(spans.get(d, []))))
+        spend = self.llm.take_spend() if self.llm else []
+        async with self.pool.acquire() as conn, conn.transaction():
+            await repo.claim_events(conn, [str(ev.event_id) for ev in events])
+            await repo.record_spend(conn, spend)
+        await self.publisher.send_many([
+            (self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"})
+            for g in graph
+        ])
+        self.stats.documents += len(graph)
+        self.stats.links += sum(len(g.facts) for g in graph)
+
+    async def _derive(self, conn: asyncpg.Connection, info: DocInfo, row: asyncpg.Record, text: str,
+                      env: ChangeEnvelope | None, chunks: ChunkIndex) -> GraphEvent:
+        links = extract_links(text, registry=self.registry, document=document_ref(info))
+        if info.kind == "meeting":
+            links += attendance_links(text, meeting_ref(info), registry=self.registry,
+                                      participants=participant_ids(env, HERB_EID_NAMESPACE))
+        if self.llm is not None and text.strip():
+            links += await self.llm.extract(conn, info.workspace, text)
+        links = dedup_links(links)
+        fields = json.loads(row["structured_fields"] or "{}")
+        claims = structured_claims(fields, self.registry) if fields else []
+        if claims and info.author_person_id is None:
+            raise UnresolvedAuthorError("structured_fields need an author that resolves to a person",
+                                        document_id=str(info.id))
+        keys = {ref.identity for link in links for ref in (link.subject, link.object)
+                if ref is not None and ref.type == "person" and ref.identity is not None}
+        keys |= {c.object.identity for c in claims if c.object is not None and c.object.identity is not None}
+        resolved = await repo.resolve_keys(conn, info.workspace, keys)
+        return assemble(info, links=links, claims=claims, resolved=resolved, chunks=chunks, envelope=env)
+
+    async def _envelopes(self, rows: Sequence[asyncpg.Record]) -> dict[uuid.UUID, ChangeEnvelope | None]:
+        sem = asyncio.Semaphore(BLOB_CONCURRENCY)
+
+        async def get(row: asyncpg.Record) -> tuple[uuid.UUID, ChangeEnvelope | None]:
+            if not row["blob_key"]:
+                return row["id"], None
+            async with sem:  # ObjectStoreError is transient: retried, then dead-lettered
+                raw = await self.store.get(row["blob_key"])
+            try:
+                return row["id"], ChangeEnvelope.model_validate_json(raw)
+            except ValidationError:
+                return row["id"], None
+
+        return dict(await asyncio.gather(*(get(r) for r in rows)))
+
+
+def _info(row: asyncpg.Record, ev: DocumentEvent) -> DocInfo:
+    return DocInfo(
+        id=row["id"], workspace=row["workspace"], key=f"{row['workspace']}/{row['source_system']}/{row['external_id']}",
+        kind=row["kind"], title=row["title"], version=row["current_version"], event_time=row["event_time"],
+        author_person_id=row["author_person_id"], participant_ids=tuple(ev.participant_person_ids),
+    )

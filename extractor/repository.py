@@ -1,0 +1,103 @@
+"""SQL of the extractor stage (asyncpg): read documents and chunk spans, resolve identity keys, bookkeeping."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import date
+from typing import Any
+
+import asyncpg
+
+STAGE = "extract"
+
+
+async def load_documents(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+    rows = await conn.fetch(
+        "SELECT id, workspace, source_system, external_id, kind, title, event_time, deleted_at, current_version,"
+        " author_person_id, blob_key, structured_fields::text AS structured_fields"
+        " FROM documents WHERE id = ANY($1::uuid[])",
+        list(ids),
+    )
+    return {r["id"]: r for r in rows}
+
+
+async def child_spans(
+    conn: asyncpg.Connection, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, list[tuple[int, int, uuid.UUID]]]:
+    rows = await conn.fetch(
+        "SELECT document_id, char_start, char_end, id FROM chunks"
+        " WHERE document_id = ANY($1::uuid[]) AND NOT is_parent",
+        list(ids),
+    )
+    out: dict[uuid.UUID, list[tuple[int, int, uuid.UUID]]] = {}
+    for r in rows:
+        out.setdefault(r["document_id"], []).append((r["char_start"], r["char_end"], r["id"]))
+    return out
+
+
+async def document_text(conn: asyncpg.Connection, doc_id: uuid.UUID) -> str:
+    """The document text rebuilt from its parent chunks (fallback when no envelope is archived)."""
+    rows = await conn.fetch(
+        "SELECT char_start, text FROM chunks WHERE document_id = $1 AND is_parent ORDER BY char_start", doc_id
+    )
+    out = ""
+    for r in rows:
+        start = r["char_start"]
+        if start > len(out):
+            out += " " * (start - len(out))
+        out = out[:start] + r["text"]
+    return out
+
+
+async def resolve_keys(
+    conn: asyncpg.Connection, workspace: str, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], uuid.UUID]:
+    """Identity keys -> current person id (following ``people.merged_into``)."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    rows = await conn.fetch(
+        "SELECT a.namespace, a.value, COALESCE(p.merged_into, a.person_id) AS person_id"
+        " FROM person_aliases a JOIN people p ON p.id = a.person_id"
+        " WHERE a.workspace = $1 AND (a.namespace, a.value) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
+        workspace,
+        [k[0] for k in wanted],
+        [k[1] for k in wanted],
+    )
+    return {(r["namespace"], r["value"]): r["person_id"] for r in rows}
+
+
+async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
+    rows = await conn.fetch(
+        "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
+        " ON CONFLICT DO NOTHING RETURNING event_key",
+        STAGE,
+        list(keys),
+    )
+    return {r["event_key"] for r in rows}
+
+
+async def spent_today(conn: asyncpg.Connection, workspace: str, purpose: str) -> int:
+    value = await conn.fetchval(
+        "SELECT COALESCE(sum(tokens), 0) FROM spend WHERE day = current_date AND workspace = $1 AND purpose = $2",
+        workspace,
+        purpose,
+    )
+    return int(value)
+
+
+async def record_spend(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """rows: (day, workspace, provider, model, purpose, calls, items, tokens)."""
+    if rows:
+        await conn.executemany(
+            "INSERT INTO spend (day, workspace, provider, model, purpose, calls, items, tokens)"
+            " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (day, workspace, provider, model, purpose) DO UPDATE"
+            " SET calls = spend.calls + EXCLUDED.calls, items = spend.items + EXCLUDED.items,"
+            " tokens = spend.tokens + EXCLUDED.tokens",
+            rows,
+        )
+
+
+def today() -> date:
+    return date.today()

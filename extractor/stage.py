@@ -1,0 +1,43 @@
+"""Extractor stage wiring: group ``om-extract`` on ``om.documents.v1`` -> ``om.graph.v1``.
+
+The taxonomy registry is loaded (and validated) when the stage registers: an invalid registry stops the
+process at boot. The LLM path is enabled only when ``LLM_BASE_URL`` or ``LLM_API_KEY`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from extractor.handler import ExtractHandler, LinkSource
+from schemas.graph import GraphEvent
+from services.kafka.app import document_publisher, subscribe_batch
+from services.kafka.records import Record
+from services.runtime import Runtime
+from services.taxonomy import default_registry, load_registry
+
+STAGE = "extract"
+BATCH = 200
+
+
+def register(rt: Runtime) -> None:
+    s = rt.settings
+    registry = load_registry(s.taxonomy_registry_path) if s.taxonomy_registry_path else default_registry()
+    llm: LinkSource | None = rt.extras.get("llm_extractor")
+    if llm is None and (s.llm_base_url or s.llm_api_key):
+        from extractor.llm import LlmExtractor
+
+        llm = LlmExtractor.from_settings(s, registry)
+    handler: ExtractHandler | None = None
+
+    async def handle(records: Sequence[Record]) -> None:
+        assert handler is not None
+        await handler(records)
+
+    dead_letters = subscribe_batch(
+        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic("documents"), handler=handle, max_records=BATCH,
+        description="Extracts registry-bound entities, claims and relationships (zero-LLM by default)",
+    )
+    handler = ExtractHandler(pool=rt.pool, store=rt.store, publisher=rt.publisher, dead_letters=dead_letters,
+                             graph_topic=s.topic("graph"), registry=registry, llm=llm)
+    rt.extras["extract_handler"] = handler
+    document_publisher(rt.broker, s.topic("graph"), GraphEvent, "extractor -> conflicts")

@@ -1,0 +1,235 @@
+"""``OrgMemoryClient``: the agent-side client — the same tool calls over HTTP or Kafka request/reply.
+
+Kafka: on ``start()`` the client creates its own reply topic ``<ns>.rpc.reply.<client-id>.v1`` (one
+partition, short retention), reads it from its end with a group-less consumer, and resolves futures
+keyed by ``correlation_id``. A call that gets no reply within ``timeout`` is retried ``retries`` times
+with a fresh correlation id (a late reply to an abandoned attempt is ignored), then raises
+``RpcTimeoutError``. Structured error replies raise ``ToolCallError`` carrying status, type and field.
+
+    async with OrgMemoryClient.kafka("127.0.0.1:19092", namespace="om") as om:
+        ctx = await om.retrieve_context({"query": "who owns billing?"}, principal_id="user:…", groups=["group:…"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import httpx
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.structs import TopicPartition
+from pydantic import BaseModel
+
+from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic
+from schemas.tools import (
+    RetrieveContextRequest, RetrieveContextResponse, RpcReply, RpcRequest, RpcViewer, SearchKnowledgeBaseRequest,
+    SearchKnowledgeBaseResponse,
+)
+from services.errors import ConfigurationError, OrgMemoryError, TransientError
+
+log = logging.getLogger("orgmem.client")
+M = TypeVar("M", bound=BaseModel)
+Transport = Literal["http", "kafka"]
+
+
+class RpcTimeoutError(TransientError):
+    """No reply within the timeout (after all retries)."""
+
+
+class ToolCallError(OrgMemoryError):
+    """The service answered with an error (HTTP status >= 400 or an ``ok: false`` reply)."""
+
+    def __init__(self, message: str, *, status: int, type: str = "error", field: str | None = None) -> None:
+        super().__init__(message, status=status, type=type, field=field)
+        self.status = status
+        self.type = type
+        self.field = field
+
+
+class OrgMemoryClient:
+    def __init__(self, *, transport: Transport, http_url: str | None = None, api_key: str | None = None,
+                 bootstrap_servers: str | None = None, namespace: str = "om", client_id: str | None = None,
+                 timeout: float = 10.0, retries: int = 1, reply_retention_ms: int = 10 * 60 * 1000,
+                 delete_reply_topic: bool = True, http_client: httpx.AsyncClient | None = None) -> None:
+        if transport == "http" and not (http_url or http_client):
+            raise ConfigurationError("HTTP transport needs http_url", setting="http_url")
+        if transport == "kafka" and not bootstrap_servers:
+            raise ConfigurationError("Kafka transport needs bootstrap_servers", setting="bootstrap_servers")
+        self.transport = transport
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.namespace = namespace
+        self.client_id = client_id or f"c{uuid.uuid4().hex[:16]}"
+        self.reply_topic = reply_topic(namespace, self.client_id)
+        self.request_topic = f"{namespace}.rpc.retrieve.v1"
+        self._api_key = api_key
+        self._http_url = http_url
+        self._http = http_client
+        self._bootstrap = bootstrap_servers
+        self._retention_ms = reply_retention_ms
+        self._delete_reply_topic = delete_reply_topic
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[str, asyncio.Future[RpcReply]] = {}
+
+    @classmethod
+    def http(cls, url: str, api_key: str, **kwargs: Any) -> OrgMemoryClient:
+        return cls(transport="http", http_url=url, api_key=api_key, **kwargs)
+
+    @classmethod
+    def kafka(cls, bootstrap_servers: str, **kwargs: Any) -> OrgMemoryClient:
+        return cls(transport="kafka", bootstrap_servers=bootstrap_servers, **kwargs)
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.transport == "http":
+            if self._http is None:
+                self._http = httpx.AsyncClient(base_url=self._http_url or "", timeout=self.timeout)
+            return
+        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        await admin.start()
+        try:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics([NewTopic(self.reply_topic, 1, 1, topic_configs={
+                    "retention.ms": str(self._retention_ms), "cleanup.policy": "delete"})])
+        finally:
+            await admin.close()
+        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=1, acks=1)
+        await self._producer.start()
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, group_id=None,
+                                          enable_auto_commit=False, auto_offset_reset="latest", fetch_max_wait_ms=50)
+        await self._consumer.start()
+        tp = TopicPartition(self.reply_topic, 0)
+        self._consumer.assign([tp])
+        await self._consumer.seek_to_end(tp)
+        await self._consumer.position(tp)  # positioned before the first request goes out
+        self._reader = asyncio.create_task(self._read_replies(), name=f"orgmem-replies-{self.client_id}")
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.cancel()
+        self._pending.clear()
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+        if self.transport == "kafka" and self._delete_reply_topic:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+            await admin.start()
+            try:
+                await admin.delete_topics([self.reply_topic])
+            except Exception as exc:  # best effort; the topic's retention is short anyway
+                log.warning("could not delete reply topic %s: %s", self.reply_topic, exc)
+            finally:
+                await admin.close()
+        if self._http is not None:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> OrgMemoryClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    # ---- tool calls -------------------------------------------------------------------------------
+    async def retrieve_context(self, request: RetrieveContextRequest | dict[str, Any], *, principal_id: str | None = None,
+                               groups: Sequence[str] = (), timeout: float | None = None) -> RetrieveContextResponse:
+        req = RetrieveContextRequest.model_validate(request)
+        return await self._call("retrieve_context", req, RetrieveContextResponse, principal_id, groups, timeout)
+
+    async def search_knowledge_base(self, request: SearchKnowledgeBaseRequest | dict[str, Any], *,
+                                    principal_id: str | None = None, groups: Sequence[str] = (),
+                                    timeout: float | None = None) -> SearchKnowledgeBaseResponse:
+        req = SearchKnowledgeBaseRequest.model_validate(request)
+        return await self._call("search_knowledge_base", req, SearchKnowledgeBaseResponse, principal_id, groups,
+                                timeout)
+
+    async def _call(self, tool: str, req: BaseModel, model: type[M], principal_id: str | None,
+                    groups: Sequence[str], timeout: float | None) -> M:
+        budget = timeout or self.timeout
+        for attempt in range(self.retries + 1):
+            try:
+                if self.transport == "http":
+                    return await self._http_call(tool, req, model, principal_id, groups, budget)
+                return await self._kafka_call(tool, req, model, principal_id, groups, budget)
+            except RpcTimeoutError:
+                if attempt == self.retries:
+                    raise
+                log.info("%s: no reply within %.1fs (attempt %d/%d), retrying", tool, budget, attempt + 1,
+                         self.retries + 1)
+        raise AssertionError("unreachable")
+
+    async def _http_call(self, tool: str, req: BaseModel, model: type[M], principal_id: str | None,
+                         groups: Sequence[str], budget: float) -> M:
+        assert self._http is not None, "call start() first"
+        headers = {"X-Api-Key": self._api_key or ""}
+        if principal_id:
+            headers["X-Principal-Id"] = principal_id
+        if groups:
+            headers["X-Principal-Groups"] = ",".join(groups)
+        try:
+            resp = await self._http.post(f"/tools/{tool}", content=req.model_dump_json(exclude_none=True),
+                                         headers=headers | {"content-type": "application/json"}, timeout=budget)
+        except httpx.TimeoutException as exc:
+            raise RpcTimeoutError(f"{tool}: no HTTP response within {budget}s") from exc
+        if resp.status_code >= 400:
+            detail = resp.json().get("detail") if resp.headers.get("content-type", "").startswith(
+                "application/json") else resp.text
+            field = detail.get("field") if isinstance(detail, dict) else None
+            raise ToolCallError(f"{tool} failed: {json.dumps(detail)[:500]}", status=resp.status_code,
+                                type="HTTPError", field=field)
+        return model.model_validate_json(resp.content)
+
+    async def _kafka_call(self, tool: str, req: BaseModel, model: type[M], principal_id: str | None,
+                          groups: Sequence[str], budget: float) -> M:
+        assert self._producer is not None, "call start() first"
+        cid = uuid.uuid4().hex
+        body = RpcRequest(tool=tool, viewer=RpcViewer(principal_id=principal_id, groups=list(groups)),  # type: ignore[arg-type]
+                          request=req.model_dump(mode="json", exclude_none=True))
+        fut: asyncio.Future[RpcReply] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = fut
+        deadline = int((time.time() + budget) * 1000)
+        try:
+            await self._producer.send_and_wait(
+                self.request_topic, body.model_dump_json().encode(), key=cid.encode(),
+                headers=[(REPLY_TO, self.reply_topic.encode()), (CORRELATION_ID, cid.encode()),
+                         (DEADLINE, str(deadline).encode())],
+            )
+            reply = await asyncio.wait_for(fut, budget)
+        except TimeoutError as exc:
+            raise RpcTimeoutError(f"{tool}: no reply within {budget}s", correlation_id=cid) from exc
+        finally:
+            self._pending.pop(cid, None)
+        if not reply.ok or reply.result is None:
+            err = reply.error
+            raise ToolCallError(err.message if err else "error reply", status=err.status if err else 500,
+                                type=err.type if err else "error", field=err.field if err else None)
+        return model.model_validate(reply.result)
+
+    async def _read_replies(self) -> None:
+        assert self._consumer is not None
+        async for msg in self._consumer:
+            cid = next((v.decode() for k, v in (msg.headers or ()) if k == CORRELATION_ID), None)
+            fut = self._pending.get(cid) if cid else None
+            if fut is None or fut.done():
+                continue  # a late or duplicate reply to an abandoned attempt
+            try:
+                fut.set_result(RpcReply.model_validate_json(msg.value or b"{}"))
+            except Exception as exc:
+                fut.set_exception(ToolCallError(f"malformed reply: {exc}", status=502, type="MalformedReply"))

@@ -1,0 +1,136 @@
+"""Pure composition helpers of ``retrieve_context`` (no I/O): time axes, arm presets, packing order,
+and diagnostics that never name anything the viewer cannot see."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from retriever.packing import PackItem, PackResult, pack
+from retriever.ranking import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RankConfig
+from retriever.temporal_plan import TemporalPlan, plan_temporal
+from schemas.tools import PassageFilters
+
+ARM_PRESETS: dict[str, tuple[tuple[str, ...], RankConfig]] = {
+    "full": (("dense", "lexical", "relational"), DEFAULT),
+    "hybrid": (("dense", "lexical"), DEFAULT),
+    "lexical": (("lexical",), LEXICAL_ONLY),
+    "dense": (("dense",), DENSE_ONLY),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeAxes:
+    """The effective temporal axes of one call: host values win, the planner fills the gaps."""
+
+    as_of: datetime | None
+    believed_as_of: datetime | None
+    grain: str | None
+    date_from: datetime | None
+    date_to: datetime | None
+    diff_range: tuple[datetime, datetime] | None
+    plan: TemporalPlan | None
+    source: str  # "host" | "planner" | "none"
+
+
+def resolve_time(query: str, filters: PassageFilters, *, as_of: datetime | None, believed_as_of: datetime | None,
+                 grain: str | None, now: datetime) -> TimeAxes:
+    """Host ``as_of``/``believed_as_of`` win; without them the query text is planned.
+
+    A point plan sets ``as_of``; a range/since plan bounds passage ``event_time`` where the host left
+    the date filters empty and asks for fact diffs over the range. Ambiguous plans set nothing.
+    """
+    if as_of is not None or believed_as_of is not None:
+        return TimeAxes(as_of, believed_as_of, grain, filters.date_from, filters.date_to, None, None, "host")
+    plan = plan_temporal(query, now)
+    if plan.kind == "none":
+        return TimeAxes(None, None, grain, filters.date_from, filters.date_to, None, plan, "none")
+    eff_grain = grain or plan.grain
+    if plan.kind == "point":
+        return TimeAxes(plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
+    if plan.range_start is not None and plan.range_end is not None:
+        return TimeAxes(None, None, eff_grain, filters.date_from or plan.range_start,
+                        filters.date_to or plan.range_end, (plan.range_start, plan.range_end), plan, "planner")
+    return TimeAxes(None, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
+
+
+def plan_dict(axes: TimeAxes) -> dict[str, Any] | None:
+    p = axes.plan
+    if p is None:
+        return {"source": "host", "as_of": _iso(axes.as_of), "believed_as_of": _iso(axes.believed_as_of),
+                "grain": axes.grain}
+    return {
+        "source": axes.source, "kind": p.kind, "grain": axes.grain, "as_of": _iso(p.as_of),
+        "range_start": _iso(p.range_start), "range_end": _iso(p.range_end), "matched_text": p.matched_text,
+        "ambiguities": list(p.ambiguities),
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def fact_text(fact: Mapping[str, Any]) -> str:
+    """One line per fact for packing and synthesis: ``subject predicate object [valid_from..valid_to]``."""
+    def name(v: Any) -> str:
+        if isinstance(v, Mapping):
+            return str(v.get("name") or v.get("id") or "")
+        return "" if v is None else str(v)
+
+    obj = name(fact.get("object")) or name(fact.get("value"))
+    span = ""
+    if fact.get("valid_from") or fact.get("valid_to"):
+        span = f" [{fact.get('valid_from') or '…'}..{fact.get('valid_to') or '…'}]"
+    return f"{name(fact.get('subject'))} {fact.get('predicate', '')} {obj}{span}".strip()
+
+
+def path_text(path: Mapping[str, Any]) -> str:
+    return json.dumps(path, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def packing_order(mode: str, passages: Sequence[tuple[str, str]], facts: Sequence[tuple[str, str]],
+                  paths: Sequence[tuple[str, str]]) -> list[PackItem]:
+    """Priority order: ``vector_first`` passages → facts → paths; ``graph_first`` facts → paths → passages;
+    ``joint`` round-robin passage, fact, path."""
+    p = [PackItem(k, "passage", t) for k, t in passages]
+    f = [PackItem(k, "fact", t) for k, t in facts]
+    w = [PackItem(k, "path", t) for k, t in paths]
+    if mode == "graph_first":
+        return f + w + p
+    if mode == "joint":
+        out: list[PackItem] = []
+        for i in range(max(len(p), len(f), len(w))):
+            out += [lst[i] for lst in (p, f, w) if i < len(lst)]
+        return out
+    return p + f + w
+
+
+def pack_context(mode: str, max_tokens: int | None, passages: Sequence[tuple[str, str]],
+                 facts: Sequence[tuple[str, str]], paths: Sequence[tuple[str, str]]) -> PackResult:
+    return pack(packing_order(mode, passages, facts, paths), max_tokens)
+
+
+def packing_diagnostics(result: PackResult, max_tokens: int | None) -> dict[str, Any]:
+    return {
+        "max_tokens": max_tokens,
+        "used_tokens": result.used_tokens,
+        "decisions": [{"key": d.key, "kind": d.kind, "action": d.action, "tokens": d.tokens, "reason": d.reason}
+                      for d in result.decisions],
+    }
+
+
+def fusion_diagnostics(diag: Mapping[str, Any], visible: set[str]) -> dict[str, Any]:
+    """``fuse_and_rank`` diagnostics restricted to chunk ids the viewer can see.
+
+    Arms only ever hold ACL-filtered ids, but a chunk can vanish between the arm query and the hit
+    fetch (tombstone, ACL change): such ids are reported as a count, never by value.
+    """
+    out = {k: v for k, v in diag.items() if k != "missing_hits"}
+    out["missing_hits"] = len(diag.get("missing_hits") or [])  # type: ignore[arg-type]
+    out["below_floor"] = [i for i in diag.get("below_floor") or [] if i in visible]  # type: ignore[attr-defined]
+    out["dropped_duplicates"] = [d for d in diag.get("dropped_duplicates") or []  # type: ignore[attr-defined]
+                                 if d["chunk_id"] in visible and d["kept"] in visible]
+    return out

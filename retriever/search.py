@@ -1,0 +1,282 @@
+"""SQL arms of hybrid passage search (asyncpg). ACL, tombstones and filters sit inside every query.
+
+ACL (any-visible): ``principals && $viewer::text[]`` over the viewer's *expanded* principals; an empty
+viewer matches nothing, so the arms return early without touching the database.
+
+Dense arm on pgvector < 0.8 (no iterative index scans): a filtered HNSW scan yields at most
+``ef_search`` candidates *before* the filter, so a selective ACL leaves too few rows. Strategy:
+
+1. probe: count the viewer-visible vectors, bounded at ``exact_threshold`` (cheap: GIN on principals);
+2. fewer than the threshold -> exact search over the materialised visible set (no index);
+3. otherwise HNSW with ``SET LOCAL hnsw.ef_search`` raised and over-fetching ``ef_search`` rows;
+   if the filter still leaves fewer than ``k`` rows, fall back to exact search.
+
+On pgvector >= 0.8 the HNSW scan runs with ``hnsw.iterative_scan = relaxed_order`` instead.
+The HNSW query must use the index's expression and predicate verbatim: ``(embedding::vector(dim))``
+and ``embedding_model = '<literal>' AND NOT is_parent`` (a bind parameter would not match the
+partial index).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from embedder.repository import sql_literal, vector_expr
+from retriever.ranking import content_terms
+
+DEFAULT_EF_SEARCH = 400
+MAX_EF_SEARCH = 1000
+DEFAULT_EXACT_THRESHOLD = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """Everything that restricts which child chunks an arm may return."""
+
+    workspace: str
+    viewer: tuple[str, ...]
+    source_systems: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    date_from: datetime | None = None
+    date_to: datetime | None = None
+    as_of: datetime | None = None
+    author_ids: tuple[uuid.UUID, ...] | None = None  # None = no author filter; () = unresolved -> nothing
+
+    @property
+    def matches_nothing(self) -> bool:
+        return not self.viewer or (self.author_ids is not None and not self.author_ids)
+
+
+@dataclass
+class Where:
+    """A WHERE clause under construction with positional parameters."""
+
+    params: list[Any] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+
+    def arg(self, value: Any, cast: str = "") -> str:
+        self.params.append(value)
+        return f"${len(self.params)}{cast}"
+
+    def add(self, sql: str) -> None:
+        self.parts.append(sql)
+
+    def sql(self) -> str:
+        return " AND ".join(self.parts)
+
+
+def scope_where(scope: SearchScope, alias: str = "", where: Where | None = None) -> Where:
+    """Child chunks, not tombstoned, in the workspace, visible to the viewer, within the filters.
+
+    ``NOT is_parent AND NOT deleted`` come first and verbatim so the partial GIN indexes match.
+    """
+    a = f"{alias}." if alias else ""
+    w = where or Where()
+    w.add(f"NOT {a}is_parent AND NOT {a}deleted")
+    w.add(f"{a}principals && {w.arg(list(scope.viewer), '::text[]')}")
+    w.add(f"{a}workspace = {w.arg(scope.workspace)}")
+    if scope.source_systems:
+        w.add(f"{a}source_system = ANY({w.arg(list(scope.source_systems), '::text[]')})")
+    if scope.kinds:
+        w.add(f"{a}kind = ANY({w.arg(list(scope.kinds), '::text[]')})")
+    if scope.date_from is not None:
+        w.add(f"{a}event_time >= {w.arg(scope.date_from)}")
+    if scope.date_to is not None:
+        w.add(f"{a}event_time < {w.arg(scope.date_to)}")
+    if scope.as_of is not None:
+        w.add(f"{a}event_time <= {w.arg(scope.as_of)}")
+    if scope.author_ids is not None:
+        w.add(f"{a}author_person_id = ANY({w.arg(list(scope.author_ids), '::uuid[]')})")
+    return w
+
+
+async def pgvector_version(conn: asyncpg.Connection) -> tuple[int, ...]:
+    raw = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    if not raw:
+        return (0,)
+    return tuple(int(p) for p in str(raw).split(".") if p.isdigit())
+
+
+@dataclass(frozen=True, slots=True)
+class DenseResult:
+    ids: list[str]
+    strategy: str
+    ef_search: int | None = None
+    probe: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DenseConfig:
+    model: str
+    dim: int
+    pgvector: tuple[int, ...]
+    ef_search: int = DEFAULT_EF_SEARCH
+    exact_threshold: int = DEFAULT_EXACT_THRESHOLD
+
+
+def _dense_where(scope: SearchScope, cfg: DenseConfig) -> Where:
+    w = scope_where(scope)
+    w.add(f"embedding_model = {sql_literal(cfg.model)}")
+    return w
+
+
+async def dense_exact(conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig,
+                      k: int) -> list[str]:
+    """Exact cosine top-k over the materialised visible set (the HNSW index cannot be used)."""
+    w = _dense_where(scope, cfg)
+    q = w.arg(list(vector), "::vector")
+    lim = w.arg(k)
+    rows = await conn.fetch(
+        f"WITH vis AS MATERIALIZED (SELECT id, embedding FROM chunks WHERE {w.sql()})"
+        f" SELECT id FROM vis ORDER BY {vector_expr(cfg.dim)} <=> {q}, id LIMIT {lim}",
+        *w.params,
+    )
+    return [str(r["id"]) for r in rows]
+
+
+async def _dense_hnsw(conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig,
+                      fetch: int, ef: int, iterative: bool) -> list[str]:
+    w = _dense_where(scope, cfg)
+    q = w.arg(list(vector), "::vector")
+    lim = w.arg(fetch)
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+        # only index scans: the ordered HNSW scan is then the planner's only sensible choice
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+        if iterative:
+            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        inner = (f"SELECT id, {vector_expr(cfg.dim)} <=> {q} AS dist FROM chunks WHERE {w.sql()}"
+                 f" ORDER BY {vector_expr(cfg.dim)} <=> {q} LIMIT {lim}")
+        # relaxed_order may return slightly out-of-order rows: re-sort the (small) result
+        rows = await conn.fetch(f"SELECT id FROM ({inner}) s ORDER BY dist, id", *w.params)
+    return [str(r["id"]) for r in rows]
+
+
+async def visible_vectors(conn: asyncpg.Connection, scope: SearchScope, cfg: DenseConfig, cap: int) -> int:
+    """How many vectors the viewer may see, counted up to ``cap`` (bounded cost)."""
+    w = _dense_where(scope, cfg)
+    lim = w.arg(cap)
+    n = await conn.fetchval(f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {lim}) s",
+                            *w.params)
+    return int(n or 0)
+
+
+async def dense_arm(conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig,
+                    k: int) -> DenseResult:
+    if scope.matches_nothing:
+        return DenseResult([], "empty_viewer")
+    ef = min(MAX_EF_SEARCH, max(cfg.ef_search, k))
+    if cfg.pgvector >= (0, 8):
+        ids = await _dense_hnsw(conn, scope, vector, cfg, k, max(k, 100), iterative=True)
+        return DenseResult(ids, "hnsw_iterative", ef_search=max(k, 100))
+    probe = await visible_vectors(conn, scope, cfg, cfg.exact_threshold)
+    if probe < cfg.exact_threshold:
+        return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "exact", probe=probe)
+    ids = await _dense_hnsw(conn, scope, vector, cfg, ef, ef, iterative=False)
+    if len(ids) < k:
+        return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "hnsw_short_exact", ef, probe)
+    return DenseResult(ids[:k], "hnsw_overfetch", ef, probe)
+
+
+async def lexical_arm(conn: asyncpg.Connection, scope: SearchScope, query: str, k: int) -> tuple[list[str], str]:
+    """``websearch_to_tsquery`` (all terms) ranked by ``ts_rank_cd``; if that finds fewer than ``k``,
+    top up with an any-term query over the query's content terms. Returns (ids, how)."""
+    if scope.matches_nothing:
+        return [], "empty_viewer"
+    w = scope_where(scope)
+    q = w.arg(query)
+    lim = w.arg(k)
+    rows = await conn.fetch(
+        f"SELECT id FROM chunks, websearch_to_tsquery('english', {q}) AS q WHERE tsv @@ q AND {w.sql()}"
+        f" ORDER BY ts_rank_cd(tsv, q) DESC, id LIMIT {lim}",
+        *w.params,
+    )
+    ids = [str(r["id"]) for r in rows]
+    terms = content_terms(query)[:32]
+    if len(ids) >= k or len(terms) < 2:
+        return ids, "all_terms"
+    w = scope_where(scope)
+    q = w.arg(" | ".join(terms))
+    lim = w.arg(k)
+    rows = await conn.fetch(
+        f"SELECT id FROM chunks, to_tsquery('english', {q}) AS q WHERE tsv @@ q AND {w.sql()}"
+        f" ORDER BY ts_rank_cd(tsv, q) DESC, id LIMIT {lim}",
+        *w.params,
+    )
+    seen = set(ids)
+    ids += [str(r["id"]) for r in rows if str(r["id"]) not in seen]
+    return ids[:k], "all_terms+any_term"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """A visible child chunk with its document fields and its parent's readable text."""
+
+    chunk_id: str
+    document_id: str
+    content_hash: str
+    title: str | None
+    text: str
+    parent_text: str | None
+    event_time: datetime
+    principals: tuple[str, ...]
+    access_count: int
+    kind: str
+    source_system: str
+    external_id: str
+    url: str | None
+
+
+async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequence[str]) -> dict[str, ChunkRow]:
+    """Rows for ``ids`` that are still visible under ``scope`` (ACL re-checked; filters re-applied)."""
+    if scope.matches_nothing or not ids:
+        return {}
+    w = Where()
+    id_arg = w.arg([uuid.UUID(i) for i in ids], "::uuid[]")
+    scope_where(scope, "c", w)
+    rows = await conn.fetch(
+        "SELECT c.id, c.document_id, c.content_hash, c.title, c.text, p.text AS parent_text, c.event_time,"
+        " c.principals, c.access_count, c.kind, c.source_system, d.external_id, d.url"
+        " FROM chunks c JOIN documents d ON d.id = c.document_id LEFT JOIN chunks p ON p.id = c.parent_id"
+        f" WHERE c.id = ANY({id_arg}) AND {w.sql()}",
+        *w.params,
+    )
+    return {
+        str(r["id"]): ChunkRow(
+            chunk_id=str(r["id"]), document_id=str(r["document_id"]), content_hash=r["content_hash"],
+            title=r["title"], text=r["text"], parent_text=r["parent_text"], event_time=r["event_time"],
+            principals=tuple(r["principals"]), access_count=r["access_count"], kind=r["kind"],
+            source_system=r["source_system"], external_id=r["external_id"], url=r["url"],
+        )
+        for r in rows
+    }
+
+
+async def resolve_author(conn: asyncpg.Connection, workspace: str, author: str) -> tuple[uuid.UUID, ...]:
+    """Author filter value -> person ids: a uuid is taken as is, an email is looked up in the aliases."""
+    try:
+        return (uuid.UUID(author),)
+    except ValueError:
+        pass
+    rows = await conn.fetch(
+        "SELECT a.person_id, p.merged_into FROM person_aliases a JOIN people p ON p.id = a.person_id"
+        " WHERE a.workspace = $1 AND a.namespace = 'email' AND a.value = $2",
+        workspace, author.strip().lower(),
+    )
+    ids = {r["person_id"] for r in rows} | {r["merged_into"] for r in rows if r["merged_into"]}
+    return tuple(sorted(ids))
+
+
+async def write_audit(conn: asyncpg.Connection, *, workspace: str, viewer: str | None, tool: str, query_hash: str,
+                      returned_ids: Sequence[str], latency_ms: float, diagnostics: str | None) -> None:
+    await conn.execute(
+        "INSERT INTO retrieval_audit (workspace, viewer, tool, query_hash, returned_ids, latency_ms, diagnostics)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
+        workspace, viewer, tool, query_hash, list(returned_ids), latency_ms, diagnostics,
+    )

@@ -1,0 +1,130 @@
+"""Dead letters: list, show and redrive ``<ns>.dlq.<stage>.v1``.
+
+Redrive re-produces each dead letter's original bytes (key and headers restored) to its original
+topic, committing progress in the consumer group ``<prefix>om-dlq-redrive-<stage>`` so a dead letter
+is redriven once even if the command is run again. Fix the cause first (or redrive a filtered class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from services.kafka.records import Record, from_consumer_records, stop_consumer, topic_partitions
+from services.kafka.topics import dlq_topic
+from services.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    record: Record
+
+    @property
+    def error_class(self) -> str:
+        return self.record.header("x-dlq-error-class") or "?"
+
+    @property
+    def message(self) -> str:
+        return self.record.header("x-dlq-error-message") or ""
+
+    @property
+    def original(self) -> str:
+        r = self.record
+        return (f"{r.header('x-dlq-original-topic')}:{r.header('x-dlq-original-partition')}:"
+                f"{r.header('x-dlq-original-offset')}")
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "position": self.record.position,
+            "key": (self.record.key or b"").decode("utf-8", "replace"),
+            "error_class": self.error_class,
+            "error_field": self.record.header("x-dlq-error-field") or None,
+            "message": self.message[:300],
+            "original": self.original,
+            "failed_at": self.record.header("x-dlq-failed-at"),
+        }
+
+
+async def read_dead_letters(settings: Settings, stage: str, *, group: str | None = None,
+                            limit: int | None = None) -> list[DeadLetter]:
+    """Read dead letters from the start (or the group's committed position) up to the current end."""
+    topic = dlq_topic(settings, stage)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        tps = await topic_partitions(consumer, topic)
+        if not tps:
+            return []
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        if group is None:
+            for tp, first in (await consumer.beginning_offsets(tps)).items():
+                consumer.seek(tp, first)
+        out: list[DeadLetter] = []
+        remaining = {tp for tp in tps if await consumer.position(tp) < ends[tp]}
+        while remaining and (limit is None or len(out) < limit):
+            batch = await consumer.getmany(*remaining, timeout_ms=2000, max_records=500)
+            for tp, msgs in batch.items():
+                for rec in from_consumer_records(msgs):
+                    if rec.offset < ends[tp]:
+                        out.append(DeadLetter(rec))
+            for tp in list(remaining):
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+            if not batch:
+                break
+        return out[:limit] if limit else out
+    finally:
+        await stop_consumer(consumer)
+
+
+async def redrive(settings: Settings, stage: str, *, error_class: str | None = None, dry_run: bool = False) -> int:
+    """Re-produce dead letters to their original topics; returns how many were redriven."""
+    group = f"{settings.group_prefix}om-dlq-redrive-{stage}"
+    topic = dlq_topic(settings, stage)
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=settings.kafka_bootstrap_servers, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all",
+                                enable_idempotence=True)
+    await consumer.start()
+    await producer.start()
+    sent = 0
+    try:
+        await consumer.getmany(timeout_ms=3000, max_records=1)  # join the group, get assignment
+        tps = list(consumer.assignment())
+        for tp in tps:
+            committed = await consumer.committed(tp)
+            if committed is None:
+                consumer.seek(tp, (await consumer.beginning_offsets([tp]))[tp])
+            else:
+                consumer.seek(tp, committed)
+        ends = await consumer.end_offsets(tps) if tps else {}
+        while tps and any(await consumer.position(tp) < ends[tp] for tp in tps):
+            batch = await consumer.getmany(timeout_ms=2000, max_records=500)
+            if not batch:
+                break
+            for _, msgs in batch.items():
+                for rec in from_consumer_records(msgs):
+                    letter = DeadLetter(rec)
+                    if error_class and letter.error_class != error_class:
+                        continue
+                    original = rec.header("x-dlq-original-topic")
+                    if not original:
+                        continue
+                    headers = [(k[len("x-orig-"):], v) for k, v in rec.headers if k.startswith("x-orig-")]
+                    headers.append(("x-redriven-from", rec.position.encode()))
+                    if not dry_run:
+                        await producer.send_and_wait(original, rec.value, key=rec.key, headers=headers)
+                    sent += 1
+            if not dry_run:
+                await consumer.commit()
+        return sent
+    finally:
+        await producer.stop()
+        await stop_consumer(consumer)
