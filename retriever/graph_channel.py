@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,11 +46,27 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
+_MISSING_CHECKED_AT: list[float] = []
+RETRY_IMPORT_S = 30.0
+
+
+def _reads_module() -> Any | None:
+    """The graph reads module; a failed import is retried at most every ``RETRY_IMPORT_S`` (hot path)."""
+    if _MISSING_CHECKED_AT and time.monotonic() - _MISSING_CHECKED_AT[0] < RETRY_IMPORT_S:
+        return None
+    try:
+        module = importlib.import_module(READS_MODULE)
+    except ImportError:
+        _MISSING_CHECKED_AT[:] = [time.monotonic()]
+        return None
+    _MISSING_CHECKED_AT.clear()
+    return module
+
+
 async def graph_read(conn: asyncpg.Connection, fn: str, notes: dict[str, str], channel: str, **kwargs: Any) -> Any:
     """Call ``services.graph.reads.<fn>(conn, **kwargs)``; None (and a note) when unavailable."""
-    try:
-        reads = importlib.import_module(READS_MODULE)
-    except ImportError:
+    reads = _reads_module()
+    if reads is None:
         notes[channel] = f"unavailable: {READS_MODULE} not installed"
         return None
     func = getattr(reads, fn, None)

@@ -205,6 +205,8 @@ class EntityCard(_Read):
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    workspace: str = Field(default="default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
+
 
 class SubjectRef(_Request):
     type: str = Field(min_length=1, max_length=64)

@@ -122,8 +122,9 @@ class ConflictsHandler:
             for x in e.entities:
                 if x.type == "person" and x.person_id is not None:
                     people[(e.document_id, x.ref)] = x.person_id
-        await self._bare_names(conn, workspace, events, people, new_people)
+        proposals = await self._bare_names(conn, workspace, events, people, new_people)
         await repo.create_people(conn, workspace, new_people)
+        await repo.propose_merges(conn, workspace, proposals)
         current = await repo.current_people(conn, people.values())
         people = {k: current.get(v, v) for k, v in people.items()}
         await repo.ensure_person_entities(conn, workspace, people.values())
@@ -152,11 +153,13 @@ class ConflictsHandler:
 
     async def _bare_names(self, conn: asyncpg.Connection, workspace: str, events: Sequence[GraphEvent],
                           people: dict[tuple[uuid.UUID, int], uuid.UUID],
-                          new_people: list[tuple[uuid.UUID, str, str, str, bool]]) -> None:
+                          new_people: list[tuple[uuid.UUID, str, str, str, bool]]
+                          ) -> list[tuple[uuid.UUID, uuid.UUID, str, float]]:
+        """Resolve bare person names into ``people``; returns the merge proposals to file."""
         bare = [(e, x) for e in events for x in e.entities if x.type == "person" and x.person_id is None
                 and x.identity is None]
         if not bare:
-            return
+            return []
         named = await repo.people_named(conn, workspace, [x.name for _, x in bare])
         context_ids = {p for e, _ in bare for p in e.context_person_ids}
         current = await repo.current_people(conn, context_ids)
@@ -175,7 +178,7 @@ class ConflictsHandler:
             people[(e.document_id, x.ref)] = pid
             new_people.append((pid, x.name, NAME_NAMESPACE, norm, False))
             proposals += [(pid, c, "same_name", name_similarity(x.name, x.name)) for c in candidates if c != pid]
-        await repo.propose_merges(conn, workspace, proposals)
+        return proposals
 
     # --- facts -------------------------------------------------------------------------------
 

@@ -65,12 +65,25 @@ def later(minutes: int) -> datetime:
     return datetime(2024, 5, 8, 13, 56, tzinfo=UTC) + timedelta(minutes=minutes)
 
 
+_TOPICS_READY: set[str] = set()
+
+
+async def ensure_test_topics(settings: Settings) -> None:
+    if settings.topic_namespace not in _TOPICS_READY:
+        from services.kafka.topics import ensure_topics
+
+        await ensure_topics(settings)
+        _TOPICS_READY.add(settings.topic_namespace)
+
+
 async def produce(settings: Settings, *envs: ChangeEnvelope) -> None:
+    await ensure_test_topics(settings)
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
         await p.send_many(envs)
 
 
 async def produce_raw(settings: Settings, value: bytes, key: bytes | None = b"bad") -> None:
+    await ensure_test_topics(settings)
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
         await p.send_raw(value, key)
 
@@ -113,3 +126,17 @@ async def fetchval(settings: Settings, sql: str, *args: Any) -> Any:
         return await conn.fetchval(sql, *args)
     finally:
         await conn.close()
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """Environment variables that reproduce ``settings`` in a child process (``orgmem run ...``)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "DB_", "TOPIC_", "GROUP_"))}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if hasattr(value, "get_secret_value"):
+            value = value.get_secret_value()
+        env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
