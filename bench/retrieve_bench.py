@@ -28,38 +28,94 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import asyncpg  # noqa: E402
-import httpx  # noqa: E402
-import uvicorn  # noqa: E402
+import asyncpg
+import httpx
+import uvicorn
 
-from embedder.repository import ensure_hnsw_index  # noqa: E402
-from retriever import search as sql  # noqa: E402
-from retriever.client import OrgMemoryClient  # noqa: E402
-from retriever.wiring import get_service  # noqa: E402
-from schemas.tools import RetrieveContextRequest  # noqa: E402
-from services.api.app import create_app  # noqa: E402
-from services.api.auth import Viewer  # noqa: E402
-from services.db.migrate import migrate  # noqa: E402
-from services.db.pool import quote_ident  # noqa: E402
-from services.serve import start_runtime, stop_runtime  # noqa: E402
-from services.settings import Settings, load_settings  # noqa: E402
+from embedder.repository import ensure_hnsw_index
+from retriever import search as sql
+from retriever.client import OrgMemoryClient
+from retriever.wiring import get_service
+from schemas.tools import RetrieveContextRequest
+from services.api.app import create_app
+from services.api.auth import Viewer
+from services.db.migrate import migrate
+from services.db.pool import quote_ident
+from services.serve import start_runtime, stop_runtime
+from services.settings import Settings, load_settings
 
 PEOPLE = ["Dana", "Mel", "Priya", "Tom", "Aiko", "Luis", "Sam", "Noor", "Jonas", "Fatima", "Omar", "Ana"]
-TOPICS = ["quarterly budget review", "Kafka migration", "onboarding doc", "Acme Robotics escalation",
-          "Postgres failover drill", "platform hiring plan", "retrieval service design review", "offsite agenda",
-          "Tuesday incident postmortem", "Europe pricing experiment", "SOC2 audit evidence", "mobile release train",
-          "data retention policy", "search relevance tuning", "billing ledger rewrite", "customer churn analysis"]
-VERBS = ["moved", "approved", "blocked", "reviewed", "shipped", "rescheduled", "escalated", "drafted", "merged"]
-FILLER = ("the team agreed that we should revisit this after the next sprint because several dependencies "
-          "are still unclear and the owners want more data before committing to a date").split()
+TOPICS = [
+    "quarterly budget review",
+    "Kafka migration",
+    "onboarding doc",
+    "Acme Robotics escalation",
+    "Postgres failover drill",
+    "platform hiring plan",
+    "retrieval service design review",
+    "offsite agenda",
+    "Tuesday incident postmortem",
+    "Europe pricing experiment",
+    "SOC2 audit evidence",
+    "mobile release train",
+    "data retention policy",
+    "search relevance tuning",
+    "billing ledger rewrite",
+    "customer churn analysis",
+]
+VERBS = [
+    "moved",
+    "approved",
+    "blocked",
+    "reviewed",
+    "shipped",
+    "rescheduled",
+    "escalated",
+    "drafted",
+    "merged",
+]
+FILLER = [
+    "the",
+    "team",
+    "agreed",
+    "that",
+    "we",
+    "should",
+    "revisit",
+    "this",
+    "after",
+    "the",
+    "next",
+    "sprint",
+    "because",
+    "several",
+    "dependencies",
+    "are",
+    "still",
+    "unclear",
+    "and",
+    "the",
+    "owners",
+    "want",
+    "more",
+    "data",
+    "before",
+    "committing",
+    "to",
+    "a",
+    "date",
+]
 
 
 def make_text(rng: random.Random, i: int) -> tuple[str, str]:
     topic = rng.choice(TOPICS)
     p1, p2 = rng.sample(PEOPLE, 2)
     words = " ".join(rng.sample(FILLER, 12))
-    text = (f"{p1} {rng.choice(VERBS)} the {topic} and asked {p2} to follow up by {rng.choice(['Monday', 'Friday', 'next week', 'end of month'])}. "
-            f"Note {i}: {words}. Ticket OM-{rng.randint(100, 99999)} tracks it.")
+    when = rng.choice(["Monday", "Friday", "next week", "end of month"])
+    text = (
+        f"{p1} {rng.choice(VERBS)} the {topic} and asked {p2} to follow up by {when}. "
+        f"Note {i}: {words}. Ticket OM-{rng.randint(100, 99999)} tracks it."
+    )
     return f"{topic.title()} update", text
 
 
@@ -73,7 +129,10 @@ class Org:
 
     def config(self) -> dict[str, Any]:
         groups: dict[str, Any] = {self.org: {"level": "org", "parent": None, "name": "org"}}
-        groups |= {d: {"level": "division", "parent": self.org, "name": f"div{i}"} for i, d in enumerate(self.divisions)}
+        groups |= {
+            d: {"level": "division", "parent": self.org, "name": f"div{i}"}
+            for i, d in enumerate(self.divisions)
+        }
         groups |= {t: {"level": "team", "parent": d, "name": "team"} for t, d in self.teams.items()}
         return {"groups": groups}
 
@@ -97,8 +156,9 @@ async def load_corpus(settings: Settings, org: Org, n: int, rng: random.Random) 
 
     emb = HashingEmbedder(dim=settings.embedding_dim)
     model = f"hash/v1-{settings.embedding_dim}"
-    conn = await asyncpg.connect(settings.database_url,
-                                 server_settings={"search_path": f"{quote_ident(settings.db_schema)}, public"})
+    conn = await asyncpg.connect(
+        settings.database_url, server_settings={"search_path": f"{quote_ident(settings.db_schema)}, public"}
+    )
     from pgvector.asyncpg import register_vector
 
     await register_vector(conn)
@@ -119,17 +179,69 @@ async def load_corpus(settings: Settings, org: Org, n: int, rng: random.Random) 
             chunks.append((pid, did, None, True, 0, text, uuid.uuid4().hex, None, None, *common))
             chunks.append((cid, did, pid, False, 1, text, uuid.uuid4().hex, vec, model, *common))
             texts.append(text)
-        await conn.copy_records_to_table("documents", records=docs, columns=[
-            "id", "workspace", "source_system", "external_id", "kind", "title", "event_time", "current_version",
-            "principals"])
-        await conn.copy_records_to_table("chunks", records=[
-            (c[0], c[1], c[9], c[2], c[3], c[4], 0, len(c[5]), c[5], c[10], c[6], c[7], c[8], c[11], c[12],
-             c[13], c[14]) for c in chunks], columns=[
-            "id", "document_id", "workspace", "parent_id", "is_parent", "ordinal", "char_start", "char_end", "text",
-            "title", "content_hash", "embedding", "embedding_model", "principals", "event_time", "source_system",
-            "kind"])
-    await conn.execute("UPDATE chunks SET tsv = setweight(to_tsvector('english', coalesce(title, '')), 'A')"
-                       " || to_tsvector('english', text) WHERE NOT is_parent")
+        await conn.copy_records_to_table(
+            "documents",
+            records=docs,
+            columns=[
+                "id",
+                "workspace",
+                "source_system",
+                "external_id",
+                "kind",
+                "title",
+                "event_time",
+                "current_version",
+                "principals",
+            ],
+        )
+        await conn.copy_records_to_table(
+            "chunks",
+            records=[
+                (
+                    c[0],
+                    c[1],
+                    c[9],
+                    c[2],
+                    c[3],
+                    c[4],
+                    0,
+                    len(c[5]),
+                    c[5],
+                    c[10],
+                    c[6],
+                    c[7],
+                    c[8],
+                    c[11],
+                    c[12],
+                    c[13],
+                    c[14],
+                )
+                for c in chunks
+            ],
+            columns=[
+                "id",
+                "document_id",
+                "workspace",
+                "parent_id",
+                "is_parent",
+                "ordinal",
+                "char_start",
+                "char_end",
+                "text",
+                "title",
+                "content_hash",
+                "embedding",
+                "embedding_model",
+                "principals",
+                "event_time",
+                "source_system",
+                "kind",
+            ],
+        )
+    await conn.execute(
+        "UPDATE chunks SET tsv = setweight(to_tsvector('english', coalesce(title, '')), 'A')"
+        " || to_tsvector('english', text) WHERE NOT is_parent"
+    )
     await conn.execute("SET maintenance_work_mem = '1GB'")
     t = time.perf_counter()
     await ensure_hnsw_index(conn, model, settings.embedding_dim)
@@ -149,8 +261,12 @@ def query_for(rng: random.Random, texts: list[str]) -> str:
 
 def stats(lat_ms: list[float]) -> dict[str, float]:
     q = statistics.quantiles(lat_ms, n=100, method="inclusive")
-    return {"p50_ms": round(statistics.median(lat_ms), 2), "p95_ms": round(q[94], 2), "p99_ms": round(q[98], 2),
-            "n": len(lat_ms)}
+    return {
+        "p50_ms": round(statistics.median(lat_ms), 2),
+        "p95_ms": round(q[94], 2),
+        "p99_ms": round(q[98], 2),
+        "n": len(lat_ms),
+    }
 
 
 async def measure(call: Any, queries: list[tuple[str, Viewer]], concurrency: int) -> dict[str, Any]:
@@ -173,7 +289,9 @@ async def measure(call: Any, queries: list[tuple[str, Viewer]], concurrency: int
     return stats(lat) | {"requests_per_s": round(rps, 1), "concurrency": concurrency}
 
 
-async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, n: int = 100) -> dict[str, Any]:
+async def dense_recall(
+    rt: Any, org: Org, texts: list[str], rng: random.Random, n: int = 100
+) -> dict[str, Any]:
     """recall@10 of the production dense arm (and of a plain ef_search=40 HNSW scan) vs exact search."""
     svc = get_service(rt)
     cfg = sql.DenseConfig(rt.embedding.model, rt.embedding.dim, await svc.pgvector())
@@ -199,8 +317,11 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
             if exact:
                 prod.append(len(exact & set(got.ids[:10])) / len(exact))
                 naive.append(len(exact & set(plain)) / len(exact))
-        out[name] = {"recall_at_10": round(statistics.mean(prod), 4),
-                     "plain_hnsw_ef40_recall_at_10": round(statistics.mean(naive), 4), "strategies": strategies}
+        out[name] = {
+            "recall_at_10": round(statistics.mean(prod), 4),
+            "plain_hnsw_ef40_recall_at_10": round(statistics.mean(naive), 4),
+            "strategies": strategies,
+        }
     return out
 
 
@@ -209,10 +330,18 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
     tag = uuid.uuid4().hex[:8]
     org = Org(rng)
     hier = Path(f"/tmp/orgmem-bench-{tag}.json")
-    hier.write_text(json.dumps(org.config()))
-    s = load_settings(_env_file=".env", db_schema=f"bench_{tag}", topic_namespace=f"bench{tag}",
-                      group_prefix=f"bench{tag}-", embedding_provider="hash", org_hierarchy_path=str(hier),
-                      service_api_key="bench-key", topic_partitions=3, db_pool_max=20)
+    hier.write_text(json.dumps(org.config()))  # noqa: ASYNC240
+    s = load_settings(
+        _env_file=".env",
+        db_schema=f"bench_{tag}",
+        topic_namespace=f"bench{tag}",
+        group_prefix=f"bench{tag}-",
+        embedding_provider="hash",
+        org_hierarchy_path=str(hier),
+        service_api_key="bench-key",
+        topic_partitions=3,
+        db_pool_max=20,
+    )
     await migrate(s.database_url, s.db_schema)
     texts = await load_corpus(s, org, n, rng)
     rt = await start_runtime(s, ["retrieve"])
@@ -225,22 +354,40 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
             await svc.retrieve_context(RetrieveContextRequest(query=q), v)
 
         result["in_process"] = await measure(direct, queries, args.concurrency)
-        server = uvicorn.Server(uvicorn.Config(create_app(rt), host="127.0.0.1", port=args.port, log_level="warning",
-                                               access_log=False, lifespan="off"))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(rt),
+                host="127.0.0.1",
+                port=args.port,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+            )
+        )
         serve_task = asyncio.create_task(server.serve())
-        while not server.started:
+        while not server.started:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{args.port}", timeout=30) as http:
+
             async def over_http(q: str, v: Viewer) -> None:
-                r = await http.post("/tools/retrieve_context", json={"query": q}, headers={
-                    "X-Api-Key": "bench-key", "X-Principal-Id": v.principal_id or "",
-                    "X-Principal-Groups": ",".join(v.groups)})
+                r = await http.post(
+                    "/tools/retrieve_context",
+                    json={"query": q},
+                    headers={
+                        "X-Api-Key": "bench-key",
+                        "X-Principal-Id": v.principal_id or "",
+                        "X-Principal-Groups": ",".join(v.groups),
+                    },
+                )
                 r.raise_for_status()
 
             result["http"] = await measure(over_http, queries, args.concurrency)
         server.should_exit = True
         await serve_task
-        async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
+        async with OrgMemoryClient.kafka(
+            s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30
+        ) as om:
+
             async def over_kafka(q: str, v: Viewer) -> None:
                 await om.retrieve_context({"query": q}, principal_id=v.principal_id, groups=v.groups)
 
@@ -255,7 +402,7 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
             conn = await asyncpg.connect(s.database_url)
             await conn.execute(f"DROP SCHEMA {quote_ident(s.db_schema)} CASCADE")
             await conn.close()
-        hier.unlink(missing_ok=True)
+        hier.unlink(missing_ok=True)  # noqa: ASYNC240
     return result
 
 
@@ -269,9 +416,13 @@ async def main() -> None:
     args = ap.parse_args()
     base = load_settings(_env_file=".env")
     report: dict[str, Any] = {
-        "benchmark": "retrieve_context", "at": datetime.now(UTC).isoformat(), "cpus": os.cpu_count(),
-        "python": platform.python_version(), "embedder": "hash (384)",
-        "viewer": "random user + its team group (sees ~18% of documents)", "targets": {"p50_ms": 30, "p95_ms": 100},
+        "benchmark": "retrieve_context",
+        "at": datetime.now(UTC).isoformat(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "embedder": "hash (384)",
+        "viewer": "random user + its team group (sees ~18% of documents)",
+        "targets": {"p50_ms": 30, "p95_ms": 100},
         "sizes": [await bench_size(base, int(n), args) for n in args.sizes.split(",")],
     }
     out = Path(__file__).parent / "results" / f"retrieve-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"

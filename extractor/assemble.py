@@ -60,7 +60,9 @@ def meeting_ref(doc: DocInfo) -> EntityRef:
     return EntityRef("meeting", doc.title or doc.key, ("meeting", str(meeting_uuid(doc.id))))
 
 
-def graph_event_id(doc_id: uuid.UUID, version: int, deleted: bool, extractor: str, extractor_version: str) -> uuid.UUID:
+def graph_event_id(
+    doc_id: uuid.UUID, version: int, deleted: bool, extractor: str, extractor_version: str
+) -> uuid.UUID:
     return event_id("graph", doc_id, version, deleted, extractor, extractor_version)
 
 
@@ -88,7 +90,9 @@ def identity_groups(env: ChangeEnvelope | None, author_person_id: uuid.UUID | No
     people = ([(env.author, author_person_id)] if env.author else []) + [(p, None) for p in env.participants]
     for person, pid in people:
         keys = [IdentityKey(namespace="email", value=person.email.lower())] if person.email else []
-        keys += [IdentityKey(namespace=i.namespace, value=i.value, verified=i.verified) for i in person.identities]
+        keys += [
+            IdentityKey(namespace=i.namespace, value=i.value, verified=i.verified) for i in person.identities
+        ]
         if keys:
             out.append(PersonIdentities(person_id=pid, display_name=person.display_name, keys=keys))
     return out
@@ -124,9 +128,16 @@ class _Entities:
                 person_id = person_id or self.resolved.get((ns, value))
         name = entity.name if entity.name else (entity.identity[1] if entity.identity else "")
         idx = len(self.items)
-        self.items.append(ExtractedEntity(ref=idx, type=entity.type, name=name[:500], identity=identity,
-                                          person_id=person_id if entity.type == "person" else None,
-                                          entity_id=entity_id))
+        self.items.append(
+            ExtractedEntity(
+                ref=idx,
+                type=entity.type,
+                name=name[:500],
+                identity=identity,
+                person_id=person_id if entity.type == "person" else None,
+                entity_id=entity_id,
+            )
+        )
         self._index[key] = idx
         return idx
 
@@ -149,36 +160,74 @@ def assemble(
         subject = ents.ref(link.subject)
         obj = ents.ref(link.object) if link.object is not None else None
         source = "mention" if link.rule.startswith(("mention", "meeting", "review")) else extractor
-        facts.append(ExtractedFact(
-            subject=subject, predicate=link.predicate, object=obj, value=link.value if obj is None else None,
-            confidence=link.confidence, rule=link.rule[:64], source=source if source != "patterns" else "pattern",
-            evidence=Evidence(document_id=doc.id, chunk_id=chunks.chunk_at(link.span[0]),
-                              span_start=link.span[0], span_end=link.span[1]),
-        ))
+        facts.append(
+            ExtractedFact(
+                subject=subject,
+                predicate=link.predicate,
+                object=obj,
+                value=link.value if obj is None else None,
+                confidence=link.confidence,
+                rule=link.rule[:64],
+                source=source if source != "patterns" else "pattern",
+                evidence=Evidence(
+                    document_id=doc.id,
+                    chunk_id=chunks.chunk_at(link.span[0]),
+                    span_start=link.span[0],
+                    span_end=link.span[1],
+                ),
+            )
+        )
     if claims:
-        author = ents.ref(EntityRef("person", f"person:{doc.author_person_id}", ("person_id", str(doc.author_person_id))),
-                         person_id=doc.author_person_id)
+        author = ents.ref(
+            EntityRef("person", f"person:{doc.author_person_id}", ("person_id", str(doc.author_person_id))),
+            person_id=doc.author_person_id,
+        )
         for claim in claims:
             obj = ents.ref(claim.object) if claim.object is not None else None
-            facts.append(ExtractedFact(
-                subject=author, predicate=claim.predicate, object=obj, value=claim.value, confidence=1.0,
-                rule=f"structured:{claim.field}"[:64], source="structured",
-                evidence=Evidence(document_id=doc.id),
-            ))
-    context = list(dict.fromkeys([*([doc.author_person_id] if doc.author_person_id else []), *doc.participant_ids]))
+            facts.append(
+                ExtractedFact(
+                    subject=author,
+                    predicate=claim.predicate,
+                    object=obj,
+                    value=claim.value,
+                    confidence=1.0,
+                    rule=f"structured:{claim.field}"[:64],
+                    source="structured",
+                    evidence=Evidence(document_id=doc.id),
+                )
+            )
+    context = list(
+        dict.fromkeys([*([doc.author_person_id] if doc.author_person_id else []), *doc.participant_ids])
+    )
     return GraphEvent(
         event_id=graph_event_id(doc.id, doc.version, False, extractor, extractor_version),
-        workspace=doc.workspace, document_id=doc.id, key=doc.key, version=doc.version,
-        event_time=doc.event_time, time_grain=time_grain, extractor=extractor,
-        extractor_version=extractor_version, entities=ents.items, facts=facts,
-        identities=identity_groups(envelope, doc.author_person_id), context_person_ids=context,
+        workspace=doc.workspace,
+        document_id=doc.id,
+        key=doc.key,
+        version=doc.version,
+        event_time=doc.event_time,
+        time_grain=time_grain,
+        extractor=extractor,
+        extractor_version=extractor_version,
+        entities=ents.items,
+        facts=facts,
+        identities=identity_groups(envelope, doc.author_person_id),
+        context_person_ids=context,
     )
 
 
-def deleted_event(doc: DocInfo, extractor: str = EXTRACTOR, extractor_version: str = EXTRACTOR_VERSION) -> GraphEvent:
+def deleted_event(
+    doc: DocInfo, extractor: str = EXTRACTOR, extractor_version: str = EXTRACTOR_VERSION
+) -> GraphEvent:
     """A tombstone: the conflicts stage drops the document from every evidence list."""
     return GraphEvent(
         event_id=graph_event_id(doc.id, doc.version, True, extractor, extractor_version),
-        workspace=doc.workspace, document_id=doc.id, key=doc.key, version=doc.version, deleted=True,
-        event_time=doc.event_time, extractor=extractor, extractor_version=extractor_version,
+        workspace=doc.workspace,
+        document_id=doc.id,
+        key=doc.key,
+        version=doc.version,
+        deleted=True,
+        event_time=doc.event_time,
+        extractor=extractor,
+        extractor_version=extractor_version,
     )

@@ -26,11 +26,19 @@ import asyncpg
 from pydantic import ValidationError
 
 from extractor import repository as repo
-from extractor.assemble import ChunkIndex, DocInfo, assemble, deleted_event, document_ref, meeting_ref, participant_ids
+from extractor.assemble import (
+    ChunkIndex,
+    DocInfo,
+    assemble,
+    deleted_event,
+    document_ref,
+    meeting_ref,
+    participant_ids,
+)
 from extractor.links import HERB_EID_NAMESPACE, ExtractedLink, dedup_links
 from extractor.mentions import attendance_links
 from extractor.patterns import extract_links
-from extractor.structured import structured_claims
+from extractor.structured import StructuredClaim, structured_claims
 from schemas.envelope import ChangeEnvelope
 from schemas.events import DocumentChange, DocumentEvent
 from schemas.graph import GraphEvent
@@ -42,7 +50,8 @@ from services.objectstore.port import ObjectStore
 from services.taxonomy.registry import Registry
 
 log = logging.getLogger("orgmem.extract")
-BLOB_CONCURRENCY = 32
+BLOB_CONCURRENCY = 16
+OBJECT_CACHE = 8
 
 
 class LinkSource(Protocol):
@@ -81,6 +90,7 @@ class ExtractHandler:
         self.registry = registry
         self.llm = llm
         self.stats = ExtractStats()
+        self._objects: dict[str, list[bytes]] = {}
 
     async def __call__(self, records: Sequence[Record]) -> None:
         events: list[DocumentEvent] = []
@@ -89,8 +99,9 @@ class ExtractHandler:
                 events.append(DocumentEvent.model_validate_json(record.value))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}",
-                                                                         field=loc))
+                await self.dead_letters.send(
+                    record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc)
+                )
         if not events:
             return
         latest: dict[uuid.UUID, DocumentEvent] = {}
@@ -102,12 +113,17 @@ class ExtractHandler:
             live = [d for d in wanted if d in docs and docs[d]["deleted_at"] is None]
             spans = await repo.child_spans(conn, live)
             envelopes = await self._envelopes([docs[d] for d in live])
-            texts = {d: envelopes[d].document.text if envelopes[d] and envelopes[d].document else None  # type: ignore[union-attr]
-                     for d in live}
+            texts = {
+                d: envelopes[d].document.text if envelopes[d] and envelopes[d].document else None  # type: ignore[union-attr]
+                for d in live
+            }
             for d in live:
                 if texts[d] is None:
                     texts[d] = await repo.document_text(conn, d)
             graph: list[GraphEvent] = []
+            derived: list[
+                tuple[DocInfo, list[ExtractedLink], list[StructuredClaim], ChangeEnvelope | None]
+            ] = []
             for d in wanted:
                 if d not in docs:
                     continue
@@ -115,58 +131,113 @@ class ExtractHandler:
                 if docs[d]["deleted_at"] is not None:
                     graph.append(deleted_event(info))
                     continue
-                graph.append(await self._derive(conn, info, docs[d], texts[d] or "", envelopes.get(d),
-                                                ChunkIndex(spans.get(d, []))))
+                links, claims = await self._extract(conn, info, docs[d], texts[d] or "", envelopes.get(d))
+                derived.append((info, links, claims, envelopes.get(d)))
+            resolved = await self._resolve(conn, derived)
+            for info, links, claims, env in derived:
+                graph.append(
+                    assemble(
+                        info,
+                        links=links,
+                        claims=claims,
+                        resolved=resolved.get(info.workspace, {}),
+                        chunks=ChunkIndex(spans.get(info.id, [])),
+                        envelope=env,
+                    )
+                )
         spend = self.llm.take_spend() if self.llm else []
         async with self.pool.acquire() as conn, conn.transaction():
             await repo.claim_events(conn, [str(ev.event_id) for ev in events])
             await repo.record_spend(conn, spend)
-        await self.publisher.send_many([
-            (self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"})
-            for g in graph
-        ])
+        await self.publisher.send_many(
+            [
+                (self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"})
+                for g in graph
+            ]
+        )
         self.stats.documents += len(graph)
         self.stats.links += sum(len(g.facts) for g in graph)
 
-    async def _derive(self, conn: asyncpg.Connection, info: DocInfo, row: asyncpg.Record, text: str,
-                      env: ChangeEnvelope | None, chunks: ChunkIndex) -> GraphEvent:
+    async def _extract(
+        self,
+        conn: asyncpg.Connection,
+        info: DocInfo,
+        row: asyncpg.Record,
+        text: str,
+        env: ChangeEnvelope | None,
+    ) -> tuple[list[ExtractedLink], list[StructuredClaim]]:
         links = extract_links(text, registry=self.registry, document=document_ref(info))
         if info.kind == "meeting":
-            links += attendance_links(text, meeting_ref(info), registry=self.registry,
-                                      participants=participant_ids(env, HERB_EID_NAMESPACE))
+            links += attendance_links(
+                text,
+                meeting_ref(info),
+                registry=self.registry,
+                participants=participant_ids(env, HERB_EID_NAMESPACE),
+            )
         if self.llm is not None and text.strip():
             links += await self.llm.extract(conn, info.workspace, text)
-        links = dedup_links(links)
         fields = json.loads(row["structured_fields"] or "{}")
         claims = structured_claims(fields, self.registry) if fields else []
         if claims and info.author_person_id is None:
-            raise UnresolvedAuthorError("structured_fields need an author that resolves to a person",
-                                        document_id=str(info.id))
-        keys = {ref.identity for link in links for ref in (link.subject, link.object)
-                if ref is not None and ref.type == "person" and ref.identity is not None}
-        keys |= {c.object.identity for c in claims if c.object is not None and c.object.identity is not None}
-        resolved = await repo.resolve_keys(conn, info.workspace, keys)
-        return assemble(info, links=links, claims=claims, resolved=resolved, chunks=chunks, envelope=env)
+            raise UnresolvedAuthorError(
+                "structured_fields need an author that resolves to a person", document_id=str(info.id)
+            )
+        return dedup_links(links), claims
+
+    @staticmethod
+    async def _resolve(
+        conn: asyncpg.Connection,
+        derived: Sequence[tuple[DocInfo, list[ExtractedLink], list[StructuredClaim], ChangeEnvelope | None]],
+    ) -> dict[str, dict[tuple[str, str], uuid.UUID]]:
+        """Identity keys of mentioned people -> person ids, one query per workspace."""
+        keys: dict[str, set[tuple[str, str]]] = {}
+        for info, links, claims, _ in derived:
+            ws = keys.setdefault(info.workspace, set())
+            ws |= {
+                ref.identity
+                for link in links
+                for ref in (link.subject, link.object)
+                if ref is not None and ref.type == "person" and ref.identity is not None
+            }
+            ws |= {
+                c.object.identity for c in claims if c.object is not None and c.object.identity is not None
+            }
+        return {ws: await repo.resolve_keys(conn, ws, k) for ws, k in keys.items()}
 
     async def _envelopes(self, rows: Sequence[asyncpg.Record]) -> dict[uuid.UUID, ChangeEnvelope | None]:
+        """Archived envelopes (``<object>#<line>`` keys): each batch object is fetched once, a few are cached."""
+        objects = sorted({r["blob_key"].partition("#")[0] for r in rows if r["blob_key"]})
         sem = asyncio.Semaphore(BLOB_CONCURRENCY)
 
-        async def get(row: asyncpg.Record) -> tuple[uuid.UUID, ChangeEnvelope | None]:
-            if not row["blob_key"]:
-                return row["id"], None
-            async with sem:  # ObjectStoreError is transient: retried, then dead-lettered
-                raw = await self.store.get(row["blob_key"])
-            try:
-                return row["id"], ChangeEnvelope.model_validate_json(raw)
-            except ValidationError:
-                return row["id"], None
+        async def fetch(key: str) -> None:
+            if key not in self._objects:
+                async with sem:  # ObjectStoreError is transient: retried, then dead-lettered
+                    self._objects[key] = (await self.store.get(key)).split(b"\n")
 
-        return dict(await asyncio.gather(*(get(r) for r in rows)))
+        await asyncio.gather(*(fetch(k) for k in objects))
+        out: dict[uuid.UUID, ChangeEnvelope | None] = {}
+        for r in rows:
+            out[r["id"]] = None
+            if r["blob_key"]:
+                key, _, line = r["blob_key"].partition("#")
+                try:
+                    out[r["id"]] = ChangeEnvelope.model_validate_json(self._objects[key][int(line or 0)])
+                except (ValidationError, IndexError, ValueError):
+                    log.warning("archived envelope %s unreadable; using the chunk text", r["blob_key"])
+        while len(self._objects) > OBJECT_CACHE:
+            self._objects.pop(next(iter(self._objects)))
+        return out
 
 
 def _info(row: asyncpg.Record, ev: DocumentEvent) -> DocInfo:
     return DocInfo(
-        id=row["id"], workspace=row["workspace"], key=f"{row['workspace']}/{row['source_system']}/{row['external_id']}",
-        kind=row["kind"], title=row["title"], version=row["current_version"], event_time=row["event_time"],
-        author_person_id=row["author_person_id"], participant_ids=tuple(ev.participant_person_ids),
+        id=row["id"],
+        workspace=row["workspace"],
+        key=f"{row['workspace']}/{row['source_system']}/{row['external_id']}",
+        kind=row["kind"],
+        title=row["title"],
+        version=row["current_version"],
+        event_time=row["event_time"],
+        author_person_id=row["author_person_id"],
+        participant_ids=tuple(ev.participant_person_ids),
     )

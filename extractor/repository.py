@@ -12,7 +12,9 @@ import asyncpg
 STAGE = "extract"
 
 
-async def load_documents(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+async def load_documents(
+    conn: asyncpg.Connection, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, asyncpg.Record]:
     rows = await conn.fetch(
         "SELECT id, workspace, source_system, external_id, kind, title, event_time, deleted_at, current_version,"
         " author_person_id, blob_key, structured_fields::text AS structured_fields"

@@ -34,10 +34,23 @@ def register(rt: Runtime) -> None:
         await handler(records)
 
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic("documents"), handler=handle, max_records=BATCH,
+        rt.broker,
+        s,
+        rt.publisher,
+        stage=STAGE,
+        topic=s.topic("documents"),
+        handler=handle,
+        max_records=BATCH,
         description="Extracts registry-bound entities, claims and relationships (zero-LLM by default)",
     )
-    handler = ExtractHandler(pool=rt.pool, store=rt.store, publisher=rt.publisher, dead_letters=dead_letters,
-                             graph_topic=s.topic("graph"), registry=registry, llm=llm)
+    handler = ExtractHandler(
+        pool=rt.pool,
+        store=rt.store,
+        publisher=rt.publisher,
+        dead_letters=dead_letters,
+        graph_topic=s.topic("graph"),
+        registry=registry,
+        llm=llm,
+    )
     rt.extras["extract_handler"] = handler
     document_publisher(rt.broker, s.topic("graph"), GraphEvent, "extractor -> conflicts")

@@ -12,31 +12,32 @@ Order (DESIGN.md "Delivery" and "Write-path rules"):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import asyncpg
 from pydantic import ValidationError
 
 from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
+from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
-from services.ids import blob_key, chunk_id, document_id, event_id
+from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.replaying import REPLAYING
 from services.objectstore.port import ObjectStore
 
 log = logging.getLogger("orgmem.ingest")
-BLOB_CONCURRENCY = 16
+PENDING_BLOB = ""  # replaced by _assign_archive once the batch is applied
 
 
 def parse_envelope(record: Record) -> ChangeEnvelope:
@@ -124,12 +125,11 @@ class IngestHandler:
         outcomes: list[Outcome] = []
         for i, p in enumerate(new):
             doc_id = document_id(p.env.key)
-            outcome = apply_envelope(
-                p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i),
-                blob_key=blob_key(p.env.workspace, doc_id, p.env.envelope_id),
-            )
+            outcome = apply_envelope(p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i),
+                                     blob_key=PENDING_BLOB)
             states[doc_id] = outcome.after
             outcomes.append(outcome)
+        archives = self._assign_archive(new, outcomes, states)
 
         content_docs: dict[uuid.UUID, tuple[Outcome, int]] = {}  # last content change per doc
         for i, o in enumerate(outcomes):
@@ -180,20 +180,39 @@ class IngestHandler:
                 change = DocumentChange.CHANGED
             touched[s.id] = (s, change)
 
-        # Archive the raw envelopes last, still inside the transaction (Postgres first, then object store).
-        sem = asyncio.Semaphore(BLOB_CONCURRENCY)
-
-        async def put(p: _Parsed) -> None:
-            key = blob_key(p.env.workspace, document_id(p.env.key), p.env.envelope_id)
-            async with sem:
-                await self.store.put(key, p.record.value)
+        # Archive the raw envelopes last, still inside the transaction (Postgres first, then object store):
+        # one object per workspace; a failure raises and rolls the whole batch back.
+        for key, items in archives.items():
+            await self.store.put(key, encode_batch([p.record.value for p in items]),
+                                 content_type="application/x-ndjson")
             written.append(key)
-
-        results = await asyncio.gather(*(put(p) for p in new), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r if isinstance(r, ObjectStoreError) else ObjectStoreError("blob write failed", error=str(r))
         return touched
+
+    @staticmethod
+    def _assign_archive(
+        new: list[_Parsed], outcomes: list[Outcome], states: dict[uuid.UUID, DocState]
+    ) -> dict[str, list[_Parsed]]:
+        """Decide which envelopes to archive and give their versions ``<object>#<line>`` blob keys.
+
+        Object keys are unique per attempt, so deleting them after a rollback never touches an object a
+        committed row references. A replay archives only envelopes that produced a new version.
+        """
+        replaying = REPLAYING.get()
+        archives: dict[str, list[_Parsed]] = {}
+        keys: dict[str, str] = {}
+        for p, o in zip(new, outcomes, strict=True):
+            if replaying and not o.content_changed:
+                continue
+            ws = p.env.workspace
+            key = keys.setdefault(ws, batch_key(ws, [str(uuid.uuid4())]))
+            items = archives.setdefault(key, [])
+            blob = line_key(key, len(items))
+            items.append(p)
+            if o.content_changed:
+                o.after = replace(o.after, blob_key=blob)
+                states[o.after.id] = replace(states[o.after.id], blob_key=blob) if states[o.after.id].current_version \
+                    == o.after.current_version else states[o.after.id]
+        return archives
 
     async def _resolve_people(
         self, conn: asyncpg.Connection, new: list[_Parsed]

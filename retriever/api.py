@@ -6,13 +6,18 @@ map errors (invalid request 422, vendor failure 502, database unavailable 503).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, HTTPException, Request
 
 from retriever.rpc import error_status
 from retriever.service import RetrieverService
 from retriever.wiring import get_service
 from schemas.tools import (
-    RetrieveContextRequest, RetrieveContextResponse, SearchKnowledgeBaseRequest, SearchKnowledgeBaseResponse,
+    RetrieveContextRequest,
+    RetrieveContextResponse,
+    SearchKnowledgeBaseRequest,
+    SearchKnowledgeBaseResponse,
 )
 from services.api.auth import Viewer, require_viewer
 from services.errors import OrgMemoryError
@@ -25,8 +30,11 @@ def service(request: Request) -> RetrieverService:
 
 
 @router.post("/retrieve_context", response_model=RetrieveContextResponse)
-async def retrieve_context(body: RetrieveContextRequest, viewer: Viewer = Depends(require_viewer),  # noqa: B008
-                           svc: RetrieverService = Depends(service)) -> RetrieveContextResponse:  # noqa: B008
+async def retrieve_context(
+    body: RetrieveContextRequest,
+    viewer: Annotated[Viewer, Depends(require_viewer)],
+    svc: Annotated[RetrieverService, Depends(service)],
+) -> RetrieveContextResponse:
     try:
         return await svc.retrieve_context(body, viewer)
     except OrgMemoryError as exc:
@@ -35,9 +43,11 @@ async def retrieve_context(body: RetrieveContextRequest, viewer: Viewer = Depend
 
 
 @router.post("/search_knowledge_base", response_model=SearchKnowledgeBaseResponse)
-async def search_knowledge_base(body: SearchKnowledgeBaseRequest,
-                                viewer: Viewer = Depends(require_viewer),  # noqa: B008
-                                svc: RetrieverService = Depends(service)) -> SearchKnowledgeBaseResponse:  # noqa: B008
+async def search_knowledge_base(
+    body: SearchKnowledgeBaseRequest,
+    viewer: Annotated[Viewer, Depends(require_viewer)],
+    svc: Annotated[RetrieverService, Depends(service)],
+) -> SearchKnowledgeBaseResponse:
     try:
         return await svc.search_knowledge_base(body, viewer)
     except OrgMemoryError as exc:

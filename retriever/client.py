@@ -7,7 +7,8 @@ with a fresh correlation id (a late reply to an abandoned attempt is ignored), t
 ``RpcTimeoutError``. Structured error replies raise ``ToolCallError`` carrying status, type and field.
 
     async with OrgMemoryClient.kafka("127.0.0.1:19092", namespace="om") as om:
-        ctx = await om.retrieve_context({"query": "who owns billing?"}, principal_id="user:…", groups=["group:…"])
+        ctx = await om.retrieve_context({"query": "who owns billing?"},
+                                        principal_id="user:…", groups=["group:…"])
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ from pydantic import BaseModel
 
 from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic
 from schemas.tools import (
-    RetrieveContextRequest, RetrieveContextResponse, RpcReply, RpcRequest, RpcViewer, SearchKnowledgeBaseRequest,
+    RetrieveContextRequest,
+    RetrieveContextResponse,
+    RpcReply,
+    RpcRequest,
+    RpcViewer,
+    SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
 from services.errors import ConfigurationError, OrgMemoryError, TransientError
@@ -56,10 +62,21 @@ class ToolCallError(OrgMemoryError):
 
 
 class OrgMemoryClient:
-    def __init__(self, *, transport: Transport, http_url: str | None = None, api_key: str | None = None,
-                 bootstrap_servers: str | None = None, namespace: str = "om", client_id: str | None = None,
-                 timeout: float = 10.0, retries: int = 1, reply_retention_ms: int = 10 * 60 * 1000,
-                 delete_reply_topic: bool = True, http_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        http_url: str | None = None,
+        api_key: str | None = None,
+        bootstrap_servers: str | None = None,
+        namespace: str = "om",
+        client_id: str | None = None,
+        timeout: float = 10.0,
+        retries: int = 1,
+        reply_retention_ms: int = 10 * 60 * 1000,
+        delete_reply_topic: bool = True,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
         if transport == "http" and not (http_url or http_client):
             raise ConfigurationError("HTTP transport needs http_url", setting="http_url")
         if transport == "kafka" and not bootstrap_servers:
@@ -100,14 +117,30 @@ class OrgMemoryClient:
         await admin.start()
         try:
             with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([NewTopic(self.reply_topic, 1, 1, topic_configs={
-                    "retention.ms": str(self._retention_ms), "cleanup.policy": "delete"})])
+                await admin.create_topics(
+                    [
+                        NewTopic(
+                            self.reply_topic,
+                            1,
+                            1,
+                            topic_configs={
+                                "retention.ms": str(self._retention_ms),
+                                "cleanup.policy": "delete",
+                            },
+                        )
+                    ]
+                )
         finally:
             await admin.close()
         self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=1, acks=1)
         await self._producer.start()
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, group_id=None,
-                                          enable_auto_commit=False, auto_offset_reset="latest", fetch_max_wait_ms=50)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            fetch_max_wait_ms=50,
+        )
         await self._consumer.start()
         tp = TopicPartition(self.reply_topic, 0)
         self._consumer.assign([tp])
@@ -144,24 +177,47 @@ class OrgMemoryClient:
         await self.start()
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     # ---- tool calls -------------------------------------------------------------------------------
-    async def retrieve_context(self, request: RetrieveContextRequest | dict[str, Any], *, principal_id: str | None = None,
-                               groups: Sequence[str] = (), timeout: float | None = None) -> RetrieveContextResponse:
+    async def retrieve_context(
+        self,
+        request: RetrieveContextRequest | dict[str, Any],
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] = (),
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> RetrieveContextResponse:
         req = RetrieveContextRequest.model_validate(request)
-        return await self._call("retrieve_context", req, RetrieveContextResponse, principal_id, groups, timeout)
+        return await self._call(
+            "retrieve_context", req, RetrieveContextResponse, principal_id, groups, timeout
+        )
 
-    async def search_knowledge_base(self, request: SearchKnowledgeBaseRequest | dict[str, Any], *,
-                                    principal_id: str | None = None, groups: Sequence[str] = (),
-                                    timeout: float | None = None) -> SearchKnowledgeBaseResponse:
+    async def search_knowledge_base(
+        self,
+        request: SearchKnowledgeBaseRequest | dict[str, Any],
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] = (),
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> SearchKnowledgeBaseResponse:
         req = SearchKnowledgeBaseRequest.model_validate(request)
-        return await self._call("search_knowledge_base", req, SearchKnowledgeBaseResponse, principal_id, groups,
-                                timeout)
+        return await self._call(
+            "search_knowledge_base", req, SearchKnowledgeBaseResponse, principal_id, groups, timeout
+        )
 
-    async def _call(self, tool: str, req: BaseModel, model: type[M], principal_id: str | None,
-                    groups: Sequence[str], timeout: float | None) -> M:
+    async def _call(
+        self,
+        tool: str,
+        req: BaseModel,
+        model: type[M],
+        principal_id: str | None,
+        groups: Sequence[str],
+        timeout: float | None,  # noqa: ASYNC109 - a per-call budget
+    ) -> M:
         budget = timeout or self.timeout
         for attempt in range(self.retries + 1):
             try:
@@ -171,12 +227,24 @@ class OrgMemoryClient:
             except RpcTimeoutError:
                 if attempt == self.retries:
                     raise
-                log.info("%s: no reply within %.1fs (attempt %d/%d), retrying", tool, budget, attempt + 1,
-                         self.retries + 1)
+                log.info(
+                    "%s: no reply within %.1fs (attempt %d/%d), retrying",
+                    tool,
+                    budget,
+                    attempt + 1,
+                    self.retries + 1,
+                )
         raise AssertionError("unreachable")
 
-    async def _http_call(self, tool: str, req: BaseModel, model: type[M], principal_id: str | None,
-                         groups: Sequence[str], budget: float) -> M:
+    async def _http_call(
+        self,
+        tool: str,
+        req: BaseModel,
+        model: type[M],
+        principal_id: str | None,
+        groups: Sequence[str],
+        budget: float,
+    ) -> M:
         assert self._http is not None, "call start() first"
         headers = {"X-Api-Key": self._api_key or ""}
         if principal_id:
@@ -184,32 +252,58 @@ class OrgMemoryClient:
         if groups:
             headers["X-Principal-Groups"] = ",".join(groups)
         try:
-            resp = await self._http.post(f"/tools/{tool}", content=req.model_dump_json(exclude_none=True),
-                                         headers=headers | {"content-type": "application/json"}, timeout=budget)
+            resp = await self._http.post(
+                f"/tools/{tool}",
+                content=req.model_dump_json(exclude_none=True),
+                headers=headers | {"content-type": "application/json"},
+                timeout=budget,
+            )
         except httpx.TimeoutException as exc:
             raise RpcTimeoutError(f"{tool}: no HTTP response within {budget}s") from exc
         if resp.status_code >= 400:
-            detail = resp.json().get("detail") if resp.headers.get("content-type", "").startswith(
-                "application/json") else resp.text
+            detail = (
+                resp.json().get("detail")
+                if resp.headers.get("content-type", "").startswith("application/json")
+                else resp.text
+            )
             field = detail.get("field") if isinstance(detail, dict) else None
-            raise ToolCallError(f"{tool} failed: {json.dumps(detail)[:500]}", status=resp.status_code,
-                                type="HTTPError", field=field)
+            raise ToolCallError(
+                f"{tool} failed: {json.dumps(detail)[:500]}",
+                status=resp.status_code,
+                type="HTTPError",
+                field=field,
+            )
         return model.model_validate_json(resp.content)
 
-    async def _kafka_call(self, tool: str, req: BaseModel, model: type[M], principal_id: str | None,
-                          groups: Sequence[str], budget: float) -> M:
+    async def _kafka_call(
+        self,
+        tool: str,
+        req: BaseModel,
+        model: type[M],
+        principal_id: str | None,
+        groups: Sequence[str],
+        budget: float,
+    ) -> M:
         assert self._producer is not None, "call start() first"
         cid = uuid.uuid4().hex
-        body = RpcRequest(tool=tool, viewer=RpcViewer(principal_id=principal_id, groups=list(groups)),  # type: ignore[arg-type]
-                          request=req.model_dump(mode="json", exclude_none=True))
+        body = RpcRequest(
+            tool=tool,
+            viewer=RpcViewer(principal_id=principal_id, groups=list(groups)),
+            request=req.model_dump(mode="json", exclude_none=True),
+        )
         fut: asyncio.Future[RpcReply] = asyncio.get_running_loop().create_future()
         self._pending[cid] = fut
         deadline = int((time.time() + budget) * 1000)
         try:
             await self._producer.send_and_wait(
-                self.request_topic, body.model_dump_json().encode(), key=cid.encode(),
-                headers=[(REPLY_TO, self.reply_topic.encode()), (CORRELATION_ID, cid.encode()),
-                         (DEADLINE, str(deadline).encode())],
+                self.request_topic,
+                body.model_dump_json().encode(),
+                key=cid.encode(),
+                headers=[
+                    (REPLY_TO, self.reply_topic.encode()),
+                    (CORRELATION_ID, cid.encode()),
+                    (DEADLINE, str(deadline).encode()),
+                ],
             )
             reply = await asyncio.wait_for(fut, budget)
         except TimeoutError as exc:
@@ -218,8 +312,12 @@ class OrgMemoryClient:
             self._pending.pop(cid, None)
         if not reply.ok or reply.result is None:
             err = reply.error
-            raise ToolCallError(err.message if err else "error reply", status=err.status if err else 500,
-                                type=err.type if err else "error", field=err.field if err else None)
+            raise ToolCallError(
+                err.message if err else "error reply",
+                status=err.status if err else 500,
+                type=err.type if err else "error",
+                field=err.field if err else None,
+            )
         return model.model_validate(reply.result)
 
     async def _read_replies(self) -> None:

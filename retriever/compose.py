@@ -36,8 +36,15 @@ class TimeAxes:
     source: str  # "host" | "planner" | "none"
 
 
-def resolve_time(query: str, filters: PassageFilters, *, as_of: datetime | None, believed_as_of: datetime | None,
-                 grain: str | None, now: datetime) -> TimeAxes:
+def resolve_time(
+    query: str,
+    filters: PassageFilters,
+    *,
+    as_of: datetime | None,
+    believed_as_of: datetime | None,
+    grain: str | None,
+    now: datetime,
+) -> TimeAxes:
     """Host ``as_of``/``believed_as_of`` win; without them the query text is planned.
 
     A point plan sets ``as_of``; a range/since plan bounds passage ``event_time`` where the host left
@@ -50,21 +57,40 @@ def resolve_time(query: str, filters: PassageFilters, *, as_of: datetime | None,
         return TimeAxes(None, None, grain, filters.date_from, filters.date_to, None, plan, "none")
     eff_grain = grain or plan.grain
     if plan.kind == "point":
-        return TimeAxes(plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
+        return TimeAxes(
+            plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner"
+        )
     if plan.range_start is not None and plan.range_end is not None:
-        return TimeAxes(None, None, eff_grain, filters.date_from or plan.range_start,
-                        filters.date_to or plan.range_end, (plan.range_start, plan.range_end), plan, "planner")
+        return TimeAxes(
+            None,
+            None,
+            eff_grain,
+            filters.date_from or plan.range_start,
+            filters.date_to or plan.range_end,
+            (plan.range_start, plan.range_end),
+            plan,
+            "planner",
+        )
     return TimeAxes(None, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
 
 
 def plan_dict(axes: TimeAxes) -> dict[str, Any] | None:
     p = axes.plan
     if p is None:
-        return {"source": "host", "as_of": _iso(axes.as_of), "believed_as_of": _iso(axes.believed_as_of),
-                "grain": axes.grain}
+        return {
+            "source": "host",
+            "as_of": _iso(axes.as_of),
+            "believed_as_of": _iso(axes.believed_as_of),
+            "grain": axes.grain,
+        }
     return {
-        "source": axes.source, "kind": p.kind, "grain": axes.grain, "as_of": _iso(p.as_of),
-        "range_start": _iso(p.range_start), "range_end": _iso(p.range_end), "matched_text": p.matched_text,
+        "source": axes.source,
+        "kind": p.kind,
+        "grain": axes.grain,
+        "as_of": _iso(p.as_of),
+        "range_start": _iso(p.range_start),
+        "range_end": _iso(p.range_end),
+        "matched_text": p.matched_text,
         "ambiguities": list(p.ambiguities),
     }
 
@@ -75,6 +101,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def fact_text(fact: Mapping[str, Any]) -> str:
     """One line per fact for packing and synthesis: ``subject predicate object [valid_from..valid_to]``."""
+
     def name(v: Any) -> str:
         if isinstance(v, Mapping):
             return str(v.get("name") or v.get("id") or "")
@@ -91,8 +118,12 @@ def path_text(path: Mapping[str, Any]) -> str:
     return json.dumps(path, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def packing_order(mode: str, passages: Sequence[tuple[str, str]], facts: Sequence[tuple[str, str]],
-                  paths: Sequence[tuple[str, str]]) -> list[PackItem]:
+def packing_order(
+    mode: str,
+    passages: Sequence[tuple[str, str]],
+    facts: Sequence[tuple[str, str]],
+    paths: Sequence[tuple[str, str]],
+) -> list[PackItem]:
     """Priority order: ``vector_first`` passages → facts → paths; ``graph_first`` facts → paths → passages;
     ``joint`` round-robin passage, fact, path."""
     p = [PackItem(k, "passage", t) for k, t in passages]
@@ -108,8 +139,13 @@ def packing_order(mode: str, passages: Sequence[tuple[str, str]], facts: Sequenc
     return p + f + w
 
 
-def pack_context(mode: str, max_tokens: int | None, passages: Sequence[tuple[str, str]],
-                 facts: Sequence[tuple[str, str]], paths: Sequence[tuple[str, str]]) -> PackResult:
+def pack_context(
+    mode: str,
+    max_tokens: int | None,
+    passages: Sequence[tuple[str, str]],
+    facts: Sequence[tuple[str, str]],
+    paths: Sequence[tuple[str, str]],
+) -> PackResult:
     return pack(packing_order(mode, passages, facts, paths), max_tokens)
 
 
@@ -117,8 +153,10 @@ def packing_diagnostics(result: PackResult, max_tokens: int | None) -> dict[str,
     return {
         "max_tokens": max_tokens,
         "used_tokens": result.used_tokens,
-        "decisions": [{"key": d.key, "kind": d.kind, "action": d.action, "tokens": d.tokens, "reason": d.reason}
-                      for d in result.decisions],
+        "decisions": [
+            {"key": d.key, "kind": d.kind, "action": d.action, "tokens": d.tokens, "reason": d.reason}
+            for d in result.decisions
+        ],
     }
 
 
@@ -129,8 +167,11 @@ def fusion_diagnostics(diag: Mapping[str, Any], visible: set[str]) -> dict[str, 
     fetch (tombstone, ACL change): such ids are reported as a count, never by value.
     """
     out = {k: v for k, v in diag.items() if k != "missing_hits"}
-    out["missing_hits"] = len(diag.get("missing_hits") or [])  # type: ignore[arg-type]
-    out["below_floor"] = [i for i in diag.get("below_floor") or [] if i in visible]  # type: ignore[attr-defined]
-    out["dropped_duplicates"] = [d for d in diag.get("dropped_duplicates") or []  # type: ignore[attr-defined]
-                                 if d["chunk_id"] in visible and d["kept"] in visible]
+    out["missing_hits"] = len(diag.get("missing_hits") or [])
+    out["below_floor"] = [i for i in diag.get("below_floor") or [] if i in visible]
+    out["dropped_duplicates"] = [
+        d
+        for d in diag.get("dropped_duplicates") or []
+        if d["chunk_id"] in visible and d["kept"] in visible
+    ]
     return out

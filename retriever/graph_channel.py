@@ -63,7 +63,9 @@ def _reads_module() -> Any | None:
     return module
 
 
-async def graph_read(conn: asyncpg.Connection, fn: str, notes: dict[str, str], channel: str, **kwargs: Any) -> Any:
+async def graph_read(
+    conn: asyncpg.Connection, fn: str, notes: dict[str, str], channel: str, **kwargs: Any
+) -> Any:
     """Call ``services.graph.reads.<fn>(conn, **kwargs)``; None (and a note) when unavailable."""
     reads = _reads_module()
     if reads is None:
@@ -90,13 +92,29 @@ class GraphContext:
     resolved_about: list[dict[str, str]] = field(default_factory=list)
 
 
-async def resolve_seeds(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str],
-                        subjects: Sequence[tuple[str, uuid.UUID]], about: str | None, ctx: GraphContext) -> None:
+async def resolve_seeds(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    subjects: Sequence[tuple[str, uuid.UUID]],
+    about: str | None,
+    ctx: GraphContext,
+) -> None:
     """Explicit subjects plus entities named by ``about`` (resolved under the viewer's ACL)."""
     ctx.seeds = list(dict.fromkeys(subjects))
     if about:
-        matches = await graph_read(conn, "resolve_entities", ctx.notes, "about", workspace=workspace,
-                                   viewer=list(viewer), name=about, types=None, limit=5)
+        matches = await graph_read(
+            conn,
+            "resolve_entities",
+            ctx.notes,
+            "about",
+            workspace=workspace,
+            viewer=list(viewer),
+            name=about,
+            types=None,
+            limit=5,
+        )
         for m in matches or []:
             ctx.resolved_about.append({"type": str(m.type), "id": str(m.id), "name": str(m.name)})
             if (m.type, m.id) not in ctx.seeds:
@@ -105,24 +123,63 @@ async def resolve_seeds(conn: asyncpg.Connection, *, workspace: str, viewer: Seq
             ctx.notes.setdefault("about", "no visible entity matched")
 
 
-async def expand_graph(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], ctx: GraphContext,
-                       as_of: datetime | None, believed_as_of: datetime | None, grain: str | None,
-                       diff_range: tuple[datetime, datetime] | None) -> None:
+async def expand_graph(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    ctx: GraphContext,
+    as_of: datetime | None,
+    believed_as_of: datetime | None,
+    grain: str | None,
+    diff_range: tuple[datetime, datetime] | None,
+) -> None:
     """Facts, bounded paths and (for snapshot ranges) fact diffs of the resolved seeds."""
     if not ctx.seeds:
         return
     v = list(viewer)
-    facts = await graph_read(conn, "query_facts", ctx.notes, "structured_facts", workspace=workspace, viewer=v,
-                             subjects=ctx.seeds, as_of=as_of, believed_as_of=believed_as_of, as_of_grain=grain,
-                             limit=MAX_FACTS)
+    facts = await graph_read(
+        conn,
+        "query_facts",
+        ctx.notes,
+        "structured_facts",
+        workspace=workspace,
+        viewer=v,
+        subjects=ctx.seeds,
+        as_of=as_of,
+        believed_as_of=believed_as_of,
+        as_of_grain=grain,
+        limit=MAX_FACTS,
+    )
     ctx.structured_facts = [jsonable(f) for f in facts or []]
-    paths = await graph_read(conn, "query_paths", ctx.notes, "paths", workspace=workspace, viewer=v,
-                             seeds=ctx.seeds, max_depth=2, max_fanout=20, as_of=as_of,
-                             believed_as_of=believed_as_of, limit=MAX_PATHS)
+    paths = await graph_read(
+        conn,
+        "query_paths",
+        ctx.notes,
+        "paths",
+        workspace=workspace,
+        viewer=v,
+        seeds=ctx.seeds,
+        max_depth=2,
+        max_fanout=20,
+        as_of=as_of,
+        believed_as_of=believed_as_of,
+        limit=MAX_PATHS,
+    )
     ctx.paths = [jsonable(p) for p in paths or []]
     if diff_range is not None:
-        diff = await graph_read(conn, "diff_facts", ctx.notes, "fact_diffs", workspace=workspace, viewer=v,
-                                subjects=ctx.seeds, from_time=diff_range[0], to_time=diff_range[1], axis="world")
+        diff = await graph_read(
+            conn,
+            "diff_facts",
+            ctx.notes,
+            "fact_diffs",
+            workspace=workspace,
+            viewer=v,
+            subjects=ctx.seeds,
+            from_time=diff_range[0],
+            to_time=diff_range[1],
+            axis="world",
+        )
         if diff is not None:
             ctx.fact_diffs = [jsonable(diff)]
 
@@ -135,8 +192,9 @@ class RelationalResult:
     parsed: dict[str, Any] | None = None
 
 
-async def relational_arm(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str],
-                         query: str) -> RelationalResult:
+async def relational_arm(
+    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], query: str
+) -> RelationalResult:
     """Relationship questions ("who founded Acme"): evidence chunks of the seed's typed edges (fail-open)."""
     out = RelationalResult()
     rq = parse_relational_query(query)
@@ -148,16 +206,43 @@ async def relational_arm(conn: asyncpg.Connection, *, workspace: str, viewer: Se
     directions = ("incoming", "outgoing") if rq.predicate in SYMMETRIC_PREDICATES else (rq.direction,)
     ids: list[str] = []
     for direction in directions:
-        found = await graph_read(conn, "relational_evidence", out.notes, "relational", workspace=workspace,
-                                 viewer=v, predicate=rq.predicate, seed=rq.seed, direction=direction,
-                                 limit=RELATIONAL_LIMIT)
+        found = await graph_read(
+            conn,
+            "relational_evidence",
+            out.notes,
+            "relational",
+            workspace=workspace,
+            viewer=v,
+            predicate=rq.predicate,
+            seed=rq.seed,
+            direction=direction,
+            limit=RELATIONAL_LIMIT,
+        )
         ids.extend(str(i) for i in found or [])
     out.chunk_ids = list(dict.fromkeys(ids))[:RELATIONAL_LIMIT]
-    matches = await graph_read(conn, "resolve_entities", out.notes, "search_facts", workspace=workspace, viewer=v,
-                               name=rq.seed, types=None, limit=1)
+    matches = await graph_read(
+        conn,
+        "resolve_entities",
+        out.notes,
+        "search_facts",
+        workspace=workspace,
+        viewer=v,
+        name=rq.seed,
+        types=None,
+        limit=1,
+    )
     if matches:
-        facts = await graph_read(conn, "query_facts", out.notes, "search_facts", workspace=workspace, viewer=v,
-                                 subjects=[(matches[0].type, matches[0].id)], limit=MAX_FACTS)
+        facts = await graph_read(
+            conn,
+            "query_facts",
+            out.notes,
+            "search_facts",
+            workspace=workspace,
+            viewer=v,
+            subjects=[(matches[0].type, matches[0].id)],
+            limit=MAX_FACTS,
+            incoming=rq.direction == "incoming",  # "who founded Acme": Acme is the edges' object
+        )
         dumped = [jsonable(f) for f in facts or []]
         same = [f for f in dumped if isinstance(f, dict) and f.get("predicate") == rq.predicate]
         out.search_facts = (same or dumped)[:10]

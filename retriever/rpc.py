@@ -11,7 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.errors import InvalidPayloadError, OrgMemoryError, TransientError, VendorError, VendorRejectedError
+from services.errors import (
+    InvalidPayloadError,
+    OrgMemoryError,
+    TransientError,
+    VendorError,
+    VendorRejectedError,
+)
 
 REPLY_TO = "reply_to"
 CORRELATION_ID = "correlation_id"

@@ -126,22 +126,30 @@ def _dense_where(scope: SearchScope, cfg: DenseConfig) -> Where:
     return w
 
 
-async def dense_exact(conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig,
-                      k: int) -> list[str]:
+async def dense_exact(
+    conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig, k: int
+) -> list[str]:
     """Exact cosine top-k over the materialised visible set (the HNSW index cannot be used)."""
     w = _dense_where(scope, cfg)
     q = w.arg(list(vector), "::vector")
     lim = w.arg(k)
     rows = await conn.fetch(
         f"WITH vis AS MATERIALIZED (SELECT id, embedding FROM chunks WHERE {w.sql()})"
-        f" SELECT id FROM vis ORDER BY {vector_expr(cfg.dim)} <=> {q}, id LIMIT {lim}",
+        f" SELECT id FROM vis ORDER BY embedding <=> {q}, id LIMIT {lim}",  # no cast: no index to match
         *w.params,
     )
     return [str(r["id"]) for r in rows]
 
 
-async def _dense_hnsw(conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig,
-                      fetch: int, ef: int, iterative: bool) -> list[str]:
+async def _dense_hnsw(
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    vector: Sequence[float],
+    cfg: DenseConfig,
+    fetch: int,
+    ef: int,
+    iterative: bool,
+) -> list[str]:
     w = _dense_where(scope, cfg)
     q = w.arg(list(vector), "::vector")
     lim = w.arg(fetch)
@@ -151,10 +159,14 @@ async def _dense_hnsw(conn: asyncpg.Connection, scope: SearchScope, vector: Sequ
         await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
         if iterative:
             await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        inner = (f"SELECT id, {vector_expr(cfg.dim)} <=> {q} AS dist FROM chunks WHERE {w.sql()}"
-                 f" ORDER BY {vector_expr(cfg.dim)} <=> {q} LIMIT {lim}")
-        # relaxed_order may return slightly out-of-order rows: re-sort the (small) result
-        rows = await conn.fetch(f"SELECT id FROM ({inner}) s ORDER BY dist, id", *w.params)
+        scan = f"SELECT id FROM chunks WHERE {w.sql()} ORDER BY {vector_expr(cfg.dim)} <=> {q} LIMIT {lim}"
+        if iterative:  # relaxed_order may return slightly out-of-order rows: re-sort the (small) result
+            scan = (
+                f"SELECT id FROM (SELECT id, embedding <=> {q} AS dist FROM ({scan}) a"
+                f" JOIN chunks USING (id)) s ORDER BY dist, id"
+            )
+        # otherwise keep the index order: computing distances here would detoast every vector again
+        rows = await conn.fetch(scan, *w.params)
     return [str(r["id"]) for r in rows]
 
 
@@ -162,13 +174,15 @@ async def visible_vectors(conn: asyncpg.Connection, scope: SearchScope, cfg: Den
     """How many vectors the viewer may see, counted up to ``cap`` (bounded cost)."""
     w = _dense_where(scope, cfg)
     lim = w.arg(cap)
-    n = await conn.fetchval(f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {lim}) s",
-                            *w.params)
+    n = await conn.fetchval(
+        f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {lim}) s", *w.params
+    )
     return int(n or 0)
 
 
-async def dense_arm(conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig,
-                    k: int) -> DenseResult:
+async def dense_arm(
+    conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], cfg: DenseConfig, k: int
+) -> DenseResult:
     if scope.matches_nothing:
         return DenseResult([], "empty_viewer")
     ef = min(MAX_EF_SEARCH, max(cfg.ef_search, k))
@@ -184,9 +198,12 @@ async def dense_arm(conn: asyncpg.Connection, scope: SearchScope, vector: Sequen
     return DenseResult(ids[:k], "hnsw_overfetch", ef, probe)
 
 
-async def lexical_arm(conn: asyncpg.Connection, scope: SearchScope, query: str, k: int) -> tuple[list[str], str]:
-    """``websearch_to_tsquery`` (all terms) ranked by ``ts_rank_cd``; if that finds fewer than ``k``,
-    top up with an any-term query over the query's content terms. Returns (ids, how)."""
+async def lexical_arm(
+    conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, min_hits: int | None = None
+) -> tuple[list[str], str]:
+    """``websearch_to_tsquery`` (all terms) ranked by ``ts_rank_cd``; if that finds fewer than
+    ``min_hits`` (default ``k``), top up to ``k`` with an any-term query over the query's content terms
+    (natural-language questions rarely match all their words). Returns (ids, how)."""
     if scope.matches_nothing:
         return [], "empty_viewer"
     w = scope_where(scope)
@@ -199,7 +216,7 @@ async def lexical_arm(conn: asyncpg.Connection, scope: SearchScope, query: str, 
     )
     ids = [str(r["id"]) for r in rows]
     terms = content_terms(query)[:32]
-    if len(ids) >= k or len(terms) < 2:
+    if len(ids) >= (k if min_hits is None else min_hits) or len(terms) < 2:
         return ids, "all_terms"
     w = scope_where(scope)
     q = w.arg(" | ".join(terms))
@@ -233,7 +250,9 @@ class ChunkRow:
     url: str | None
 
 
-async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequence[str]) -> dict[str, ChunkRow]:
+async def fetch_chunks(
+    conn: asyncpg.Connection, scope: SearchScope, ids: Sequence[str]
+) -> dict[str, ChunkRow]:
     """Rows for ``ids`` that are still visible under ``scope`` (ACL re-checked; filters re-applied)."""
     if scope.matches_nothing or not ids:
         return {}
@@ -249,10 +268,19 @@ async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequen
     )
     return {
         str(r["id"]): ChunkRow(
-            chunk_id=str(r["id"]), document_id=str(r["document_id"]), content_hash=r["content_hash"],
-            title=r["title"], text=r["text"], parent_text=r["parent_text"], event_time=r["event_time"],
-            principals=tuple(r["principals"]), access_count=r["access_count"], kind=r["kind"],
-            source_system=r["source_system"], external_id=r["external_id"], url=r["url"],
+            chunk_id=str(r["id"]),
+            document_id=str(r["document_id"]),
+            content_hash=r["content_hash"],
+            title=r["title"],
+            text=r["text"],
+            parent_text=r["parent_text"],
+            event_time=r["event_time"],
+            principals=tuple(r["principals"]),
+            access_count=r["access_count"],
+            kind=r["kind"],
+            source_system=r["source_system"],
+            external_id=r["external_id"],
+            url=r["url"],
         )
         for r in rows
     }
@@ -267,16 +295,32 @@ async def resolve_author(conn: asyncpg.Connection, workspace: str, author: str) 
     rows = await conn.fetch(
         "SELECT a.person_id, p.merged_into FROM person_aliases a JOIN people p ON p.id = a.person_id"
         " WHERE a.workspace = $1 AND a.namespace = 'email' AND a.value = $2",
-        workspace, author.strip().lower(),
+        workspace,
+        author.strip().lower(),
     )
     ids = {r["person_id"] for r in rows} | {r["merged_into"] for r in rows if r["merged_into"]}
     return tuple(sorted(ids))
 
 
-async def write_audit(conn: asyncpg.Connection, *, workspace: str, viewer: str | None, tool: str, query_hash: str,
-                      returned_ids: Sequence[str], latency_ms: float, diagnostics: str | None) -> None:
+async def write_audit(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: str | None,
+    tool: str,
+    query_hash: str,
+    returned_ids: Sequence[str],
+    latency_ms: float,
+    diagnostics: str | None,
+) -> None:
     await conn.execute(
-        "INSERT INTO retrieval_audit (workspace, viewer, tool, query_hash, returned_ids, latency_ms, diagnostics)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
-        workspace, viewer, tool, query_hash, list(returned_ids), latency_ms, diagnostics,
+        "INSERT INTO retrieval_audit (workspace, viewer, tool, query_hash, returned_ids, latency_ms,"
+        " diagnostics) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
+        workspace,
+        viewer,
+        tool,
+        query_hash,
+        list(returned_ids),
+        latency_ms,
+        diagnostics,
     )

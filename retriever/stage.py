@@ -23,7 +23,12 @@ from faststream.kafka import KafkaMessage
 from pydantic import BaseModel, ValidationError
 
 from retriever.rpc import (
-    CORRELATION_ID, DEADLINE, REPLY_TO, deadline_ms, error_status, valid_reply_topic,
+    CORRELATION_ID,
+    DEADLINE,
+    REPLY_TO,
+    deadline_ms,
+    error_status,
+    valid_reply_topic,
 )
 from retriever.service import RetrieverService
 from retriever.wiring import get_service
@@ -51,8 +56,14 @@ def _validation_error(exc: ValidationError, prefix: str = "") -> RpcError:
 
 
 class RpcHandler:
-    def __init__(self, service: RetrieverService, publisher: BrokerPublisher, dead_letters: DeadLetters,
-                 namespace: str, concurrency: int = CONCURRENCY) -> None:
+    def __init__(
+        self,
+        service: RetrieverService,
+        publisher: BrokerPublisher,
+        dead_letters: DeadLetters,
+        namespace: str,
+        concurrency: int = CONCURRENCY,
+    ) -> None:
         self.service = service
         self.publisher = publisher
         self.dead_letters = dead_letters
@@ -67,18 +78,28 @@ class RpcHandler:
         reply_to, cid = record.header(REPLY_TO), record.header(CORRELATION_ID)
         if not reply_to or not cid:
             missing = REPLY_TO if not reply_to else CORRELATION_ID
-            await self.dead_letters.send(record, InvalidPayloadError(f"missing {missing} header", field=missing))
+            await self.dead_letters.send(
+                record, InvalidPayloadError(f"missing {missing} header", field=missing)
+            )
             return
         if not valid_reply_topic(self.namespace, reply_to):
-            await self.dead_letters.send(record, InvalidPayloadError(
-                f"reply_to must be a {self.namespace}.rpc.reply.<client-id>.v1 topic", field=REPLY_TO))
+            await self.dead_letters.send(
+                record,
+                InvalidPayloadError(
+                    f"reply_to must be a {self.namespace}.rpc.reply.<client-id>.v1 topic", field=REPLY_TO
+                ),
+            )
             return
         now_ms = int(time.time() * 1000)
         deadline = deadline_ms(record.header(DEADLINE), record.timestamp_ms, now_ms)
         if deadline <= now_ms:
             self.expired += 1
-            log.info("dropping expired request %s at %s (deadline passed %d ms ago)", cid, record.position,
-                     now_ms - deadline)
+            log.info(
+                "dropping expired request %s at %s (deadline passed %d ms ago)",
+                cid,
+                record.position,
+                now_ms - deadline,
+            )
             return
         async with self.slots:
             reply = await self._serve(record.value, (deadline - now_ms) / 1000)
@@ -89,8 +110,11 @@ class RpcHandler:
             rpc = RpcRequest.model_validate_json(body)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc))
-        viewer = Viewer(rpc.viewer.principal_id.lower() if rpc.viewer.principal_id else None,
-                        tuple(sorted({g.lower() for g in rpc.viewer.groups})), frozenset())
+        viewer = Viewer(
+            rpc.viewer.principal_id.lower() if rpc.viewer.principal_id else None,
+            tuple(sorted({g.lower() for g in rpc.viewer.groups})),
+            frozenset(),
+        )
         try:
             result: BaseModel
             if rpc.tool == "retrieve_context":
@@ -105,19 +129,29 @@ class RpcHandler:
             return RpcReply(ok=False, error=RpcError(type="Timeout", message="deadline exceeded", status=504))
         except OrgMemoryError as exc:
             code, detail = error_status(exc)
-            return RpcReply(ok=False, error=RpcError(type=type(exc).__name__, message=detail["msg"], status=code,
-                                                     field=detail.get("field")))
+            return RpcReply(
+                ok=False,
+                error=RpcError(
+                    type=type(exc).__name__, message=detail["msg"], status=code, field=detail.get("field")
+                ),
+            )
         except Exception as exc:
             log.exception("retrieve request failed")
-            return RpcReply(ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500))
+            return RpcReply(
+                ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500)
+            )
         self.served += 1
         return RpcReply(ok=True, result=result.model_dump(mode="json"))
 
     async def _reply(self, topic: str, cid: str, reply: RpcReply) -> None:
         try:
             await asyncio.wait_for(
-                self.publisher.send(topic, reply.model_dump_json(exclude_none=True).encode(), key=cid.encode(),
-                                    headers={CORRELATION_ID: cid, "content-type": "application/json"}),
+                self.publisher.send(
+                    topic,
+                    reply.model_dump_json(exclude_none=True).encode(),
+                    key=cid.encode(),
+                    headers={CORRELATION_ID: cid, "content-type": "application/json"},
+                ),
                 REPLY_SEND_TIMEOUT_S,
             )
         except Exception as exc:  # the requester times out and retries; never wedge the batch

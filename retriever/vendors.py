@@ -33,8 +33,15 @@ class Synthesizer(Protocol):
 
 
 class HttpReranker:
-    def __init__(self, url: str, *, api_key: str | None = None, model: str | None = None,
-                 timeout: float = 10.0, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
         self.url = url
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -42,8 +49,13 @@ class HttpReranker:
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
         """(index into ``texts``, relevance) best first."""
-        body: dict[str, Any] = {"query": query, "documents": list(texts), "texts": list(texts),
-                                "top_n": len(texts), "return_documents": False}
+        body: dict[str, Any] = {
+            "query": query,
+            "documents": list(texts),
+            "texts": list(texts),
+            "top_n": len(texts),
+            "return_documents": False,
+        }
         if self.model:
             body["model"] = self.model
         try:
@@ -53,8 +65,12 @@ class HttpReranker:
         if resp.status_code >= 500 or resp.status_code == 429:
             raise VendorError("rerank vendor error", vendor="rerank", status=resp.status_code)
         if resp.status_code >= 400:
-            raise VendorRejectedError("rerank vendor rejected the request", vendor="rerank",
-                                      status=resp.status_code, body=resp.text[:200])
+            raise VendorRejectedError(
+                "rerank vendor rejected the request",
+                vendor="rerank",
+                status=resp.status_code,
+                body=resp.text[:200],
+            )
         try:
             data = resp.json()
             items = data["results"] if isinstance(data, dict) else data
@@ -74,7 +90,9 @@ class ChatSynthesizer:
         from openai import AsyncOpenAI
 
         self.model = model
-        self.client = AsyncOpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout, max_retries=1)
+        self.client = AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "none", timeout=timeout, max_retries=1
+        )
 
     async def synthesize(self, query: str, passages: Sequence[str]) -> str:
         numbered = "\n\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))

@@ -25,7 +25,8 @@ def get_service(rt: Runtime) -> RetrieverService:
         rt.extras["embedder"] = embedder
     if embedder.model != rt.embedding.model or embedder.dim != rt.embedding.dim:
         raise ConfigurationError(
-            f"embedder reports {embedder.model}/{embedder.dim}, settings say {rt.embedding.model}/{rt.embedding.dim}",
+            f"embedder reports {embedder.model}/{embedder.dim},"
+            f" settings say {rt.embedding.model}/{rt.embedding.dim}",
             setting="EMBEDDING_PROVIDER",
         )
     try:
@@ -40,7 +41,13 @@ def get_service(rt: Runtime) -> RetrieverService:
     if s.llm_base_url:
         key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
         synthesizer = ChatSynthesizer(s.llm_base_url, api_key=key, model=s.llm_model)
-    service = RetrieverService(pool=rt.pool, hierarchy=hierarchy, embedder=embedder, embedding=rt.embedding,
-                               reranker=reranker, synthesizer=synthesizer)
+    service = RetrieverService(
+        pool=rt.pool,
+        hierarchy=hierarchy,
+        embedder=embedder,
+        embedding=rt.embedding,
+        reranker=reranker,
+        synthesizer=synthesizer,
+    )
     rt.extras[EXTRA_KEY] = service
     return service

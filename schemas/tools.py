@@ -88,7 +88,9 @@ class SearchKnowledgeBaseRequest(_Req):
 class RetrieveContextRequest(SearchKnowledgeBaseRequest):
     mode: Mode = "vector_first"
     subjects: list[Subject] = Field(default_factory=list, max_length=20)
-    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = None
+    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = (
+        None
+    )
     believed_as_of: datetime | None = None
     as_of_grain: Grain | None = Field(default=None, description="host value wins over the planner's grain")
     max_tokens: int | None = Field(default=None, description="packing budget, clamped to 1..100000")
@@ -143,6 +145,20 @@ class RpcViewer(_Req):
 
     principal_id: Principal | None = None
     groups: list[Principal] = Field(default_factory=list, max_length=512)
+
+    @field_validator("principal_id")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not v.lower().startswith("user:"):
+            raise ValueError("principal_id must be user:<uuid>")
+        return v
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: list[str]) -> list[str]:
+        if any(not g.lower().startswith("group:") for g in v):
+            raise ValueError("groups must be group:<uuid>")
+        return v
 
 
 class RpcRequest(_Req):

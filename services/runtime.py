@@ -32,9 +32,18 @@ class Runtime:
     stages: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
 
+    async def start(self) -> None:
+        """Connect the producer and the broker (subscribers registered by then start consuming)."""
+        await self.publisher.start()
+        await self.broker.start()
+
     async def close(self) -> None:
-        await self.store.close()
-        await self.pool.close()
+        try:
+            await self.broker.stop()
+            await self.publisher.stop()
+        finally:
+            await self.store.close()
+            await self.pool.close()
 
 
 def load_hierarchy(settings: Settings) -> dict[str, Any]:
@@ -59,7 +68,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         pool=pool,
         store=build_object_store(settings),
         broker=broker,
-        publisher=BrokerPublisher(broker),
+        publisher=BrokerPublisher(settings),
         embedding=embedding_config(settings),
         hierarchy_config=load_hierarchy(settings),
     )

@@ -32,7 +32,7 @@ async def start_runtime(settings: Settings, stages: list[str]) -> Runtime:
         if "embed" in stages:
             async with rt.pool.acquire() as conn:
                 await ensure_hnsw_index(conn, rt.embedding.model, rt.embedding.dim)
-        await rt.broker.start()
+        await rt.start()
     except BaseException:
         await rt.close()
         raise
@@ -44,7 +44,8 @@ async def stop_runtime(rt: Runtime) -> None:
         await asyncio.wait_for(rt.broker.stop(), DRAIN_TIMEOUT_S)
     except TimeoutError:
         log.warning("broker did not drain within %.0fs", DRAIN_TIMEOUT_S)
-    await rt.close()
+    finally:
+        await rt.close()
 
 
 async def serve(settings: Settings, stages: list[str], *, api: bool, host: str, port: int) -> None:

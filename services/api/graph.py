@@ -47,13 +47,15 @@ def _principals(request: Request, viewer: Viewer) -> list[str]:
     return sorted(hierarchy.expand(viewer.principals))
 
 
-async def _subjects(request: Request, workspace: str, viewer: list[str], subjects: list[SubjectRef],
-                    about: str | None) -> list[tuple[str, uuid.UUID]]:
+async def _subjects(
+    request: Request, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
+) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
         async with _runtime(request).pool.acquire() as conn:
-            found = await reads.resolve_entities(conn, workspace=workspace, viewer=viewer, name=about,
-                                                 limit=ABOUT_MATCHES)
+            found = await reads.resolve_entities(
+                conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_MATCHES
+            )
         exact = [m for m in found if m.score >= 0.95] or found[:1]
         seeds += [(m.type, m.id) for m in exact if (m.type, m.id) not in seeds]
     return seeds
@@ -64,12 +66,20 @@ async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerD
     principals = _principals(request, viewer)
     seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
     async with _runtime(request).pool.acquire() as conn:
-        facts = await reads.query_facts(conn, workspace=body.workspace, viewer=principals, subjects=seeds,
-                                        as_of=body.as_of, believed_as_of=body.believed_as_of,
-                                        as_of_grain=body.as_of_grain, limit=body.limit)
+        facts = await reads.query_facts(
+            conn,
+            workspace=body.workspace,
+            viewer=principals,
+            subjects=seeds,
+            as_of=body.as_of,
+            believed_as_of=body.believed_as_of,
+            as_of_grain=body.as_of_grain,
+            limit=body.limit,
+        )
     briefs = {f.subject.id: f.subject for f in facts}
-    return FactsResponse(subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds],
-                         facts=facts)
+    return FactsResponse(
+        subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts
+    )
 
 
 @router.post("/tools/diff_facts", response_model=FactDiff)
@@ -77,8 +87,15 @@ async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep
     principals = _principals(request, viewer)
     seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
     async with _runtime(request).pool.acquire() as conn:
-        return await reads.diff_facts(conn, workspace=body.workspace, viewer=principals, subjects=seeds,
-                                      from_time=body.from_time, to_time=body.to_time, axis=body.axis)
+        return await reads.diff_facts(
+            conn,
+            workspace=body.workspace,
+            viewer=principals,
+            subjects=seeds,
+            from_time=body.from_time,
+            to_time=body.to_time,
+            axis=body.axis,
+        )
 
 
 @router.post("/tools/query_paths", response_model=PathsResponse)
@@ -86,25 +103,44 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
     principals = _principals(request, viewer)
     seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
     async with _runtime(request).pool.acquire() as conn:
-        paths = await reads.query_paths(conn, workspace=body.workspace, viewer=principals, seeds=seeds,
-                                        max_depth=body.max_depth, max_fanout=body.max_fanout, as_of=body.as_of,
-                                        believed_as_of=body.believed_as_of, as_of_grain=body.as_of_grain,
-                                        limit=body.limit)
+        paths = await reads.query_paths(
+            conn,
+            workspace=body.workspace,
+            viewer=principals,
+            seeds=seeds,
+            max_depth=body.max_depth,
+            max_fanout=body.max_fanout,
+            as_of=body.as_of,
+            believed_as_of=body.believed_as_of,
+            as_of_grain=body.as_of_grain,
+            limit=body.limit,
+        )
     briefs = {p.seed.id: p.seed for p in paths}
-    return PathsResponse(seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds],
-                         paths=paths)
+    return PathsResponse(
+        seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths
+    )
 
 
 @router.get("/v1/graph/persons/{person_id}", response_model=PersonCard)
 async def person_card(
-    person_id: uuid.UUID, request: Request, viewer: ViewerDep,
+    person_id: uuid.UUID,
+    request: Request,
+    viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: datetime | None = None, believed_as_of: datetime | None = None, as_of_grain: TimeGrain | None = None,
+    as_of: datetime | None = None,
+    believed_as_of: datetime | None = None,
+    as_of_grain: TimeGrain | None = None,
 ) -> PersonCard:
     async with _runtime(request).pool.acquire() as conn:
-        card = await cards.person_card(conn, workspace=workspace, viewer=_principals(request, viewer),
-                                       person_id=person_id, as_of=as_of, believed_as_of=believed_as_of,
-                                       as_of_grain=as_of_grain)
+        card = await cards.person_card(
+            conn,
+            workspace=workspace,
+            viewer=_principals(request, viewer),
+            person_id=person_id,
+            as_of=as_of,
+            believed_as_of=believed_as_of,
+            as_of_grain=as_of_grain,
+        )
     if card is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible person with this id")
     return card
@@ -112,14 +148,24 @@ async def person_card(
 
 @router.get("/v1/graph/entities/{entity_id}", response_model=EntityCard)
 async def entity_card(
-    entity_id: uuid.UUID, request: Request, viewer: ViewerDep,
+    entity_id: uuid.UUID,
+    request: Request,
+    viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: datetime | None = None, believed_as_of: datetime | None = None, as_of_grain: TimeGrain | None = None,
+    as_of: datetime | None = None,
+    believed_as_of: datetime | None = None,
+    as_of_grain: TimeGrain | None = None,
 ) -> EntityCard:
     async with _runtime(request).pool.acquire() as conn:
-        card = await cards.entity_card(conn, workspace=workspace, viewer=_principals(request, viewer),
-                                       entity_id=entity_id, as_of=as_of, believed_as_of=believed_as_of,
-                                       as_of_grain=as_of_grain)
+        card = await cards.entity_card(
+            conn,
+            workspace=workspace,
+            viewer=_principals(request, viewer),
+            entity_id=entity_id,
+            as_of=as_of,
+            believed_as_of=believed_as_of,
+            as_of_grain=as_of_grain,
+        )
     if card is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible entity with this id")
     return card

@@ -24,8 +24,9 @@ from services.kafka.records import Record
 
 
 class CollabHandler:
-    def __init__(self, *, pool: asyncpg.Pool, dead_letters: DeadLetters, half_life_days: float = HALF_LIFE_DAYS
-                 ) -> None:
+    def __init__(
+        self, *, pool: asyncpg.Pool, dead_letters: DeadLetters, half_life_days: float = HALF_LIFE_DAYS
+    ) -> None:
         self.pool = pool
         self.dead_letters = dead_letters
         self.half_life_days = half_life_days
@@ -38,8 +39,9 @@ class CollabHandler:
                 events.append(DocumentEvent.model_validate_json(record.value))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}",
-                                                                         field=loc))
+                await self.dead_letters.send(
+                    record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc)
+                )
         if not events:
             return
         ids = list(dict.fromkeys(e.document_id for e in events))

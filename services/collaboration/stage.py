@@ -22,7 +22,13 @@ def register(rt: Runtime) -> None:
         await handler(records)
 
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic("documents"), handler=handle, max_records=BATCH,
+        rt.broker,
+        s,
+        rt.publisher,
+        stage=STAGE,
+        topic=s.topic("documents"),
+        handler=handle,
+        max_records=BATCH,
         description="Aggregates person-person collaboration edges (co-participation, threads) with decay",
     )
     handler = CollabHandler(pool=rt.pool, dead_letters=dead_letters)

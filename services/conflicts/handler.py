@@ -61,8 +61,9 @@ class ConflictsHandler:
                 events.append(GraphEvent.model_validate_json(record.value))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}",
-                                                                         field=loc))
+                await self.dead_letters.send(
+                    record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc)
+                )
         if not events:
             return
         async with self.pool.acquire() as conn, conn.transaction():
@@ -85,15 +86,24 @@ class ConflictsHandler:
         groups = [g for e in events for g in e.identities if len(g.keys) > 1]
         if not groups:
             return
-        owners = await repo.resolve_keys(conn, workspace, [(k.namespace, k.value) for g in groups for k in g.keys])
+        owners = await repo.resolve_keys(
+            conn, workspace, [(k.namespace, k.value) for g in groups for k in g.keys]
+        )
         current = await repo.current_people(conn, [g.person_id for g in groups if g.person_id])
         plan = plan_merges(
-            (current.get(g.person_id) if g.person_id else None,
-             [KeyOwner(k.namespace, k.value, k.verified, owners.get((k.namespace, k.value))) for k in g.keys])
+            (
+                current.get(g.person_id) if g.person_id else None,
+                [
+                    KeyOwner(k.namespace, k.value, k.verified, owners.get((k.namespace, k.value)))
+                    for k in g.keys
+                ],
+            )
             for g in groups
         )
         if plan:
-            await repo.lock_slots(conn, [f"person:{m.source}" for m in plan] + [f"person:{m.target}" for m in plan])
+            await repo.lock_slots(
+                conn, [f"person:{m.source}" for m in plan] + [f"person:{m.target}" for m in plan]
+            )
         for m in plan:
             log.info("merging person %s into %s (%s)", m.source, m.target, m.reason)
             await repo.merge_person(conn, workspace, m.source, m.target, m.reason, self.exclusive)
@@ -101,15 +111,21 @@ class ConflictsHandler:
 
     # --- entities ----------------------------------------------------------------------------
 
-    async def _entities(self, conn: asyncpg.Connection, workspace: str,
-                        events: Sequence[GraphEvent]) -> dict[tuple[uuid.UUID, int], uuid.UUID]:
+    async def _entities(
+        self, conn: asyncpg.Connection, workspace: str, events: Sequence[GraphEvent]
+    ) -> dict[tuple[uuid.UUID, int], uuid.UUID]:
         """(document id, entity ref) -> entity id; unresolvable refs are absent."""
         out: dict[tuple[uuid.UUID, int], uuid.UUID] = {}
         people: dict[tuple[uuid.UUID, int], uuid.UUID] = {}
-        keyed = [(e, x) for e in events for x in e.entities if x.type == "person" and x.person_id is None
-                 and x.identity is not None]
-        owners = await repo.resolve_keys(conn, workspace, [(x.identity.namespace, x.identity.value)
-                                                           for _, x in keyed if x.identity])
+        keyed = [
+            (e, x)
+            for e in events
+            for x in e.entities
+            if x.type == "person" and x.person_id is None and x.identity is not None
+        ]
+        owners = await repo.resolve_keys(
+            conn, workspace, [(x.identity.namespace, x.identity.value) for _, x in keyed if x.identity]
+        )
         new_people: list[tuple[uuid.UUID, str, str, str, bool]] = []
         for e, x in keyed:
             assert x.identity is not None
@@ -124,6 +140,14 @@ class ConflictsHandler:
                     people[(e.document_id, x.ref)] = x.person_id
         proposals = await self._bare_names(conn, workspace, events, people, new_people)
         await repo.create_people(conn, workspace, new_people)
+        if new_people:  # another writer may have claimed a key first: its owner wins
+            winners = await repo.resolve_keys(conn, workspace, [(ns, v) for _, _, ns, v, _ in new_people])
+            moved = {
+                pid: winners[(ns, v)]
+                for pid, _, ns, v, _ in new_people
+                if (ns, v) in winners and winners[(ns, v)] != pid
+            }
+            people = {k: moved.get(v, v) for k, v in people.items()}
         await repo.propose_merges(conn, workspace, proposals)
         current = await repo.current_people(conn, people.values())
         people = {k: current.get(v, v) for k, v in people.items()}
@@ -151,13 +175,21 @@ class ConflictsHandler:
         await repo.ensure_entities(conn, workspace, rows)
         return out
 
-    async def _bare_names(self, conn: asyncpg.Connection, workspace: str, events: Sequence[GraphEvent],
-                          people: dict[tuple[uuid.UUID, int], uuid.UUID],
-                          new_people: list[tuple[uuid.UUID, str, str, str, bool]]
-                          ) -> list[tuple[uuid.UUID, uuid.UUID, str, float]]:
+    async def _bare_names(
+        self,
+        conn: asyncpg.Connection,
+        workspace: str,
+        events: Sequence[GraphEvent],
+        people: dict[tuple[uuid.UUID, int], uuid.UUID],
+        new_people: list[tuple[uuid.UUID, str, str, str, bool]],
+    ) -> list[tuple[uuid.UUID, uuid.UUID, str, float]]:
         """Resolve bare person names into ``people``; returns the merge proposals to file."""
-        bare = [(e, x) for e in events for x in e.entities if x.type == "person" and x.person_id is None
-                and x.identity is None]
+        bare = [
+            (e, x)
+            for e in events
+            for x in e.entities
+            if x.type == "person" and x.person_id is None and x.identity is None
+        ]
         if not bare:
             return []
         named = await repo.people_named(conn, workspace, [x.name for _, x in bare])
@@ -177,7 +209,9 @@ class ConflictsHandler:
             pid = person_uuid(workspace, NAME_NAMESPACE, norm)
             people[(e.document_id, x.ref)] = pid
             new_people.append((pid, x.name, NAME_NAMESPACE, norm, False))
-            proposals += [(pid, c, "same_name", name_similarity(x.name, x.name)) for c in candidates if c != pid]
+            proposals += [
+                (pid, c, "same_name", name_similarity(x.name, x.name)) for c in candidates if c != pid
+            ]
         return proposals
 
     # --- facts -------------------------------------------------------------------------------
@@ -211,24 +245,42 @@ class ConflictsHandler:
                 gen = dead.get((s, f.predicate, target, e.event_time), 0)
                 fid = fact_uuid(workspace, s, f.predicate, target, e.event_time, gen)
                 slot.append(SlotFact(fid, target, e.event_time, None, None, e.event_time))
-                new_rows.append((fid, workspace, s, f.predicate, o, f.value if o is None else None, e.event_time,
-                                 e.time_grain, f.confidence, f.source))
+                new_rows.append(
+                    (
+                        fid,
+                        workspace,
+                        s,
+                        f.predicate,
+                        o,
+                        f.value if o is None else None,
+                        e.event_time,
+                        e.time_grain,
+                        f.confidence,
+                        f.source,
+                    )
+                )
                 if exclusive:
                     exclusive_touched.add((s, f.predicate))
             else:
                 fid = hit.id
             ev = f.evidence
-            evidence.append((fid, e.document_id, ev.chunk_id, ev.span_start, ev.span_end, f.rule, f.confidence))
+            evidence.append(
+                (fid, e.document_id, ev.chunk_id, ev.span_start, ev.span_end, f.rule, f.confidence)
+            )
         await repo.insert_facts(conn, new_rows)
         evidence = list({(r[0], r[1], r[3], r[4]): r for r in evidence}.values())
         lost = await repo.replace_evidence(conn, [e.document_id for e in events], evidence)
         retracted = await repo.retract_unevidenced(conn, lost)
-        exclusive_touched |= {slot for slot in retracted if self.registry.has_predicate(slot[1])
-                              and self.registry.is_exclusive(slot[1])}
+        exclusive_touched |= {
+            slot
+            for slot in retracted
+            if self.registry.has_predicate(slot[1]) and self.registry.is_exclusive(slot[1])
+        }
         await self._settle(conn, sorted(exclusive_touched))
         for e in events:
             await repo.replace_entity_evidence(
-                conn, e.document_id, [v for (d, _), v in ids.items() if d == e.document_id and not e.deleted])
+                conn, e.document_id, [v for (d, _), v in ids.items() if d == e.document_id and not e.deleted]
+            )
 
     async def _settle(self, conn: asyncpg.Connection, slots: Sequence[tuple[uuid.UUID, str]]) -> None:
         if not slots:

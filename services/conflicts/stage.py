@@ -24,7 +24,13 @@ def register(rt: Runtime) -> None:
         await handler(records)
 
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic("graph"), handler=handle, max_records=BATCH,
+        rt.broker,
+        s,
+        rt.publisher,
+        stage=STAGE,
+        topic=s.topic("graph"),
+        handler=handle,
+        max_records=BATCH,
         description="Writes entities/facts/evidence: identity merge, dedup, exclusive close, retraction",
     )
     handler = ConflictsHandler(pool=rt.pool, dead_letters=dead_letters, registry=registry)

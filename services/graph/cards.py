@@ -21,8 +21,9 @@ from services.graph.temporal import Params, entity_acl_sql
 FACT_LIMIT = 100
 
 
-async def _visible_entity(conn: asyncpg.Connection, workspace: str, viewer: Sequence[str],
-                          entity_id: uuid.UUID) -> asyncpg.Record | None:
+async def _visible_entity(
+    conn: asyncpg.Connection, workspace: str, viewer: Sequence[str], entity_id: uuid.UUID
+) -> asyncpg.Record | None:
     if not viewer:
         return None
     [cur] = await current_ids(conn, [entity_id])
@@ -30,30 +31,48 @@ async def _visible_entity(conn: asyncpg.Connection, workspace: str, viewer: Sequ
     ws, eid, vw = p.add(workspace), p.add(cur), p.add(list(viewer))
     row: asyncpg.Record | None = await conn.fetchrow(
         f"SELECT e.id, e.type, e.name FROM entities e WHERE e.workspace = {ws} AND e.id = {eid}"
-        f" AND {entity_acl_sql(vw)}", *p.values)
+        f" AND {entity_acl_sql(vw)}",
+        *p.values,
+    )
     return row
 
 
-async def entity_card(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], entity_id: uuid.UUID,
-                      as_of: datetime | None = None, believed_as_of: datetime | None = None,
-                      as_of_grain: str | None = None) -> EntityCard | None:
+async def entity_card(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    entity_id: uuid.UUID,
+    as_of: datetime | None = None,
+    believed_as_of: datetime | None = None,
+    as_of_grain: str | None = None,
+) -> EntityCard | None:
     row = await _visible_entity(conn, workspace, viewer, entity_id)
     if row is None:
         return None
     subj = [(row["type"], row["id"])]
     kw = {"as_of": as_of, "believed_as_of": believed_as_of, "as_of_grain": as_of_grain, "limit": FACT_LIMIT}
-    aliases = [r["alias"] for r in await conn.fetch(
-        "SELECT alias FROM entity_aliases WHERE entity_id = $1 ORDER BY alias", row["id"])]
+    aliases = [
+        r["alias"]
+        for r in await conn.fetch(
+            "SELECT alias FROM entity_aliases WHERE entity_id = $1 ORDER BY alias", row["id"]
+        )
+    ]
     return EntityCard(
-        id=row["id"], type=row["type"], name=row["name"], aliases=aliases,
+        id=row["id"],
+        type=row["type"],
+        name=row["name"],
+        aliases=aliases,
         facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, **kw),  # type: ignore[arg-type]
-        incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True,
-                                   **kw),  # type: ignore[arg-type]
+        incoming=await query_facts(
+            conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True, **kw
+        ),  # type: ignore[arg-type]
     )
 
 
-async def collaborators(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], person: uuid.UUID,
-                        limit: int = 10) -> list[Collaborator]:
+async def collaborators(
+    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], person: uuid.UUID, limit: int = 10
+) -> list[Collaborator]:
     """Top collaborators by decayed weight over contributions of documents visible to the viewer."""
     if not viewer:
         return []
@@ -65,25 +84,56 @@ async def collaborators(conn: asyncpg.Connection, *, workspace: str, viewer: Seq
         " SELECT c.other, e.name, count(*) AS n, max(c.event_time) AS last_seen,"
         " sum(c.weight * power(0.5, extract(epoch FROM now() - c.event_time) / 86400.0 / $4)) AS w"
         " FROM c JOIN entities e ON e.id = c.other GROUP BY c.other, e.name ORDER BY w DESC, c.other LIMIT $5",
-        workspace, person, list(viewer), HALF_LIFE_DAYS, limit)
-    return [Collaborator(person=EntityBrief(type="person", id=r["other"], name=r["name"]), count=r["n"],
-                         last_seen=r["last_seen"], weight=float(r["w"])) for r in rows]
+        workspace,
+        person,
+        list(viewer),
+        HALF_LIFE_DAYS,
+        limit,
+    )
+    return [
+        Collaborator(
+            person=EntityBrief(type="person", id=r["other"], name=r["name"]),
+            count=r["n"],
+            last_seen=r["last_seen"],
+            weight=float(r["w"]),
+        )
+        for r in rows
+    ]
 
 
-async def person_card(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], person_id: uuid.UUID,
-                      as_of: datetime | None = None, believed_as_of: datetime | None = None,
-                      as_of_grain: str | None = None) -> PersonCard | None:
-    card = await entity_card(conn, workspace=workspace, viewer=viewer, entity_id=person_id, as_of=as_of,
-                             believed_as_of=believed_as_of, as_of_grain=as_of_grain)
+async def person_card(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    person_id: uuid.UUID,
+    as_of: datetime | None = None,
+    believed_as_of: datetime | None = None,
+    as_of_grain: str | None = None,
+) -> PersonCard | None:
+    card = await entity_card(
+        conn,
+        workspace=workspace,
+        viewer=viewer,
+        entity_id=person_id,
+        as_of=as_of,
+        believed_as_of=believed_as_of,
+        as_of_grain=as_of_grain,
+    )
     if card is None or card.type != "person":
         return None
     person = await conn.fetchrow("SELECT display_name, primary_email FROM people WHERE id = $1", card.id)
-    keys = await conn.fetch("SELECT namespace, value FROM person_aliases WHERE person_id = $1"
-                            " ORDER BY namespace, value", card.id)
+    keys = await conn.fetch(
+        "SELECT namespace, value FROM person_aliases WHERE person_id = $1 ORDER BY namespace, value", card.id
+    )
     platform = next((k["value"] for k in keys if k["namespace"] == "platform_user"), None)
     return PersonCard(
-        id=card.id, name=card.name, email=person["primary_email"] if person else None, platform_user_id=platform,
+        id=card.id,
+        name=card.name,
+        email=person["primary_email"] if person else None,
+        platform_user_id=platform,
         aliases=[f"{k['namespace']}:{k['value']}" for k in keys if k["namespace"] != "name"],
-        facts=card.facts, incoming=card.incoming,
+        facts=card.facts,
+        incoming=card.incoming,
         collaborators=await collaborators(conn, workspace=workspace, viewer=viewer, person=card.id),
     )

@@ -27,32 +27,47 @@ _FACT_COLUMNS = (
     " 'span_start', e.span_start, 'span_end', e.span_end) ORDER BY e.document_id, e.span_start)"
     " FROM fact_evidence e WHERE e.fact_id = f.id) AS evidence"
 )
-_FACT_JOINS = " FROM facts f JOIN entities s ON s.id = f.subject_id LEFT JOIN entities o ON o.id = f.object_id"
+_FACT_JOINS = (
+    " FROM facts f JOIN entities s ON s.id = f.subject_id LEFT JOIN entities o ON o.id = f.object_id"
+)
 
 
 def _fact(r: asyncpg.Record) -> Fact:
     evidence = [FactEvidence(**e) for e in json.loads(r["evidence"] or "[]")]
     return Fact(
-        id=r["id"], subject=EntityBrief(type=r["s_type"], id=r["subject_id"], name=r["s_name"]),
+        id=r["id"],
+        subject=EntityBrief(type=r["s_type"], id=r["subject_id"], name=r["s_name"]),
         predicate=r["predicate"],
         object=EntityBrief(type=r["o_type"], id=r["object_id"], name=r["o_name"]) if r["object_id"] else None,
-        value=r["value"], valid_from=r["valid_from"], valid_to=r["valid_to"], recorded_at=r["recorded_at"],
-        invalidated_at=r["invalidated_at"], time_grain=r["time_grain"], confidence=r["confidence"],
-        status=r["status"], evidence=evidence,
+        value=r["value"],
+        valid_from=r["valid_from"],
+        valid_to=r["valid_to"],
+        recorded_at=r["recorded_at"],
+        invalidated_at=r["invalidated_at"],
+        time_grain=r["time_grain"],
+        confidence=r["confidence"],
+        status=r["status"],
+        evidence=evidence,
     )
 
 
 async def current_ids(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
     """Entity ids with merges followed (a merged person answers as the person it was merged into)."""
-    rows = await conn.fetch("SELECT id, COALESCE(merged_into, id) AS cur FROM entities WHERE id = ANY($1::uuid[])",
-                            list(ids))
+    rows = await conn.fetch(
+        "SELECT id, COALESCE(merged_into, id) AS cur FROM entities WHERE id = ANY($1::uuid[])", list(ids)
+    )
     cur = {r["id"]: r["cur"] for r in rows}
     return list(dict.fromkeys(cur.get(i, i) for i in ids))
 
 
 async def resolve_entities(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], name: str,
-    types: Sequence[str] | None = None, limit: int = 5,
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    name: str,
+    types: Sequence[str] | None = None,
+    limit: int = 5,
 ) -> list[EntityMatch]:
     """Visible entities named ``name``: exact normalized name 1.0, alias 0.95, name prefix 0.6."""
     norm = normalize_name(name)
@@ -77,9 +92,16 @@ async def resolve_entities(
 
 
 async def query_facts(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], subjects: Sequence[tuple[str, uuid.UUID]],
-    as_of: datetime | None = None, believed_as_of: datetime | None = None, as_of_grain: str | None = None,
-    limit: int = 50, incoming: bool = False,
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    subjects: Sequence[tuple[str, uuid.UUID]],
+    as_of: datetime | None = None,
+    believed_as_of: datetime | None = None,
+    as_of_grain: str | None = None,
+    limit: int = 50,
+    incoming: bool = False,
 ) -> list[Fact]:
     """Facts whose subject (``incoming``: object) is one of ``subjects``, visible and temporally selected."""
     if not viewer or not subjects:
@@ -98,8 +120,15 @@ async def query_facts(
 
 
 async def diff_facts(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], subjects: Sequence[tuple[str, uuid.UUID]],
-    from_time: datetime, to_time: datetime, axis: str = "world", limit: int = 500,
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    subjects: Sequence[tuple[str, uuid.UUID]],
+    from_time: datetime,
+    to_time: datetime,
+    axis: str = "world",
+    limit: int = 500,
 ) -> FactDiff:
     """Two snapshots of the subjects' facts (world: as_of; belief: believed_as_of) and what changed."""
     if axis not in ("world", "belief"):
@@ -107,7 +136,9 @@ async def diff_facts(
 
     async def snap(t: datetime) -> list[Fact]:
         kw: dict[str, Any] = {"as_of": t} if axis == "world" else {"believed_as_of": t}
-        return await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subjects, limit=limit, **kw)
+        return await query_facts(
+            conn, workspace=workspace, viewer=viewer, subjects=subjects, limit=limit, **kw
+        )
 
     before, after = await snap(from_time), await snap(to_time)
     return diff_snapshots(before, after, axis=axis, from_time=from_time, to_time=to_time)
@@ -117,9 +148,11 @@ def _target(f: Fact) -> str:
     return f"e:{f.object.id}" if f.object else "v:" + (f.value or "").casefold()
 
 
-def diff_snapshots(before: Sequence[Fact], after: Sequence[Fact], *, axis: str, from_time: datetime,
-                   to_time: datetime) -> FactDiff:
+def diff_snapshots(
+    before: Sequence[Fact], after: Sequence[Fact], *, axis: str, from_time: datetime, to_time: datetime
+) -> FactDiff:
     """Pure: slots present in both with different targets are ``changed``; the rest added/removed."""
+
     def slots(facts: Sequence[Fact]) -> dict[tuple[uuid.UUID, str], dict[str, Fact]]:
         out: dict[tuple[uuid.UUID, str], dict[str, Fact]] = {}
         for f in facts:
@@ -136,19 +169,36 @@ def diff_snapshots(before: Sequence[Fact], after: Sequence[Fact], *, axis: str, 
             continue
         if bt and at and len(bt) == 1 and len(at) == 1:
             subject = next(iter(at.values())).subject
-            changed.append(FactChange(subject=subject, predicate=key[1], before=list(bt.values()),
-                                      after=list(at.values())))
+            changed.append(
+                FactChange(
+                    subject=subject, predicate=key[1], before=list(bt.values()), after=list(at.values())
+                )
+            )
             continue
         added += [f for t, f in at.items() if t not in bt]
         removed += [f for t, f in bt.items() if t not in at]
-    return FactDiff(axis=axis, from_time=from_time, to_time=to_time, added=added, removed=removed,  # type: ignore[arg-type]
-                    changed=changed)
+    return FactDiff(
+        axis=axis,
+        from_time=from_time,
+        to_time=to_time,
+        added=added,
+        removed=removed,  # type: ignore[arg-type]
+        changed=changed,
+    )
 
 
 async def query_paths(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], seeds: Sequence[tuple[str, uuid.UUID]],
-    max_depth: int = 2, max_fanout: int = 20, as_of: datetime | None = None,
-    believed_as_of: datetime | None = None, limit: int = 20, as_of_grain: str | None = None,
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    seeds: Sequence[tuple[str, uuid.UUID]],
+    max_depth: int = 2,
+    max_fanout: int = 20,
+    as_of: datetime | None = None,
+    believed_as_of: datetime | None = None,
+    limit: int = 20,
+    as_of_grain: str | None = None,
     exclude_predicates: Sequence[str] = DEFAULT_EXCLUDED,
 ) -> list[Path]:
     """Bounded walk (both edge directions) in ONE recursive SQL; each hop's edge passes the temporal
@@ -160,7 +210,9 @@ async def query_paths(
     ws, sd, vw = p.add(workspace), p.add(ids), p.add(list(viewer))
     ex, depth, fan, lim = p.add(list(exclude_predicates)), p.add(max_depth), p.add(max_fanout), p.add(limit)
     when = temporal_sql(p, as_of=as_of, believed_as_of=believed_as_of, as_of_grain=as_of_grain)
-    edge = f"f.workspace = {ws} AND f.object_id IS NOT NULL AND NOT (f.predicate = ANY({ex}::text[])) AND {when}"
+    edge = (
+        f"f.workspace = {ws} AND f.object_id IS NOT NULL AND NOT (f.predicate = ANY({ex}::text[])) AND {when}"
+    )
     sql = (
         "WITH RECURSIVE walk(node, depth, nodes, facts, dirs, score) AS ("
         f" SELECT s.id, 0, ARRAY[s.id], ARRAY[]::uuid[], ARRAY[]::text[], 1.0::float8 FROM unnest({sd}::uuid[]) s(id)"
@@ -183,10 +235,18 @@ async def query_paths(
         return []
     node_ids = {n for r in rows for n in r["nodes"]}
     fact_ids = {f for r in rows for f in r["facts"]}
-    ents = {r["id"]: EntityBrief(type=r["type"], id=r["id"], name=r["name"]) for r in await conn.fetch(
-        "SELECT id, type, name FROM entities WHERE id = ANY($1::uuid[])", list(node_ids))}
-    preds = {r["id"]: r["predicate"] for r in await conn.fetch(
-        "SELECT id, predicate FROM facts WHERE id = ANY($1::uuid[])", list(fact_ids))}
+    ents = {
+        r["id"]: EntityBrief(type=r["type"], id=r["id"], name=r["name"])
+        for r in await conn.fetch(
+            "SELECT id, type, name FROM entities WHERE id = ANY($1::uuid[])", list(node_ids)
+        )
+    }
+    preds = {
+        r["id"]: r["predicate"]
+        for r in await conn.fetch(
+            "SELECT id, predicate FROM facts WHERE id = ANY($1::uuid[])", list(fact_ids)
+        )
+    }
     paths: list[Path] = []
     for r in rows:
         nodes = [ents[n] for n in r["nodes"]]
@@ -200,7 +260,13 @@ async def query_paths(
 
 
 async def relational_evidence(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], predicate: str, seed: str, direction: str,
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Sequence[str],
+    predicate: str,
+    seed: str,
+    direction: str,
     limit: int = 50,
 ) -> list[uuid.UUID]:
     """Child chunk ids of the evidence documents of the seed's current typed edges with ``predicate``

@@ -63,7 +63,7 @@ async def replay(settings: Settings, stage: str, *, start: datetime | None, batc
         raise SystemExit(f"cannot replay {stage!r}; stages: {', '.join(STAGE_MODULES)}")
     module = importlib.import_module(STAGE_MODULES[stage])
     rt = await build_runtime(settings)
-    await rt.broker.start()
+    await rt.start()
     topic = settings.topic(module.TOPIC)
     dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage)
     handler = module.build_handler(rt, dead_letters)
@@ -107,5 +107,4 @@ async def replay(settings: Settings, stage: str, *, start: datetime | None, batc
     finally:
         REPLAYING.reset(token)
         await stop_consumer(consumer)
-        await rt.broker.stop()
         await rt.close()

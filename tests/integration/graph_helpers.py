@@ -15,8 +15,9 @@ from tests.integration.helpers import connect
 WS = "default"
 
 
-async def entity_id(settings: Settings, name: str, viewer: Sequence[str], types: Sequence[str] | None = None
-                    ) -> uuid.UUID | None:
+async def entity_id(
+    settings: Settings, name: str, viewer: Sequence[str], types: Sequence[str] | None = None
+) -> uuid.UUID | None:
     conn = await connect(settings)
     try:
         found = await reads.resolve_entities(conn, workspace=WS, viewer=viewer, name=name, types=types)
@@ -26,26 +27,34 @@ async def entity_id(settings: Settings, name: str, viewer: Sequence[str], types:
         await conn.close()
 
 
-async def facts_of(settings: Settings, name: str, viewer: Sequence[str], predicate: str | None = None,
-                   **temporal: Any) -> list[Fact]:
+async def facts_of(
+    settings: Settings, name: str, viewer: Sequence[str], predicate: str | None = None, **temporal: Any
+) -> list[Fact]:
     conn = await connect(settings)
     try:
         found = await reads.resolve_entities(conn, workspace=WS, viewer=viewer, name=name, types=["person"])
         if not found:
             return []
-        facts = await reads.query_facts(conn, workspace=WS, viewer=viewer, subjects=[("person", found[0].id)],
-                                        **temporal)
+        facts = await reads.query_facts(
+            conn, workspace=WS, viewer=viewer, subjects=[("person", found[0].id)], **temporal
+        )
         return [f for f in facts if predicate is None or f.predicate == predicate]
     finally:
         await conn.close()
 
 
-async def facts_by_id(settings: Settings, subject: uuid.UUID, viewer: Sequence[str], predicate: str,
-                      as_of: datetime | None = None) -> list[Fact]:
+async def facts_by_id(
+    settings: Settings,
+    subject: uuid.UUID,
+    viewer: Sequence[str],
+    predicate: str,
+    as_of: datetime | None = None,
+) -> list[Fact]:
     conn = await connect(settings)
     try:
-        facts = await reads.query_facts(conn, workspace=WS, viewer=viewer, subjects=[("person", subject)],
-                                        as_of=as_of)
+        facts = await reads.query_facts(
+            conn, workspace=WS, viewer=viewer, subjects=[("person", subject)], as_of=as_of
+        )
         return [f for f in facts if f.predicate == predicate]
     finally:
         await conn.close()

@@ -19,12 +19,18 @@ ALICE, BOB, CAROL, DAVE = (str(uuid.uuid4()) for _ in range(4))
 
 def hierarchy_file(tmp: Path) -> Path:
     path = tmp / "org_hierarchy.json"
-    path.write_text(json.dumps({"groups": {
-        ORG: {"level": "org", "name": "org", "parent": None},
-        DIV: {"level": "division", "name": "div", "parent": ORG},
-        T1: {"level": "team", "name": "team-1", "parent": DIV},
-        T2: {"level": "team", "name": "team-2", "parent": DIV},
-    }}))
+    path.write_text(
+        json.dumps(
+            {
+                "groups": {
+                    ORG: {"level": "org", "name": "org", "parent": None},
+                    DIV: {"level": "division", "name": "div", "parent": ORG},
+                    T1: {"level": "team", "name": "team-1", "parent": DIV},
+                    T2: {"level": "team", "name": "team-2", "parent": DIV},
+                }
+            }
+        )
+    )
     return path
 
 
@@ -73,8 +79,12 @@ DOCS = [
 
 async def load_corpus(settings: Settings) -> None:
     envs = [
-        envelope(d.external_id, f"The quasar migration notes mention {d.word} as the codename for the rollout.",
-                 principals=list(d.principals), title=f"Notes {d.external_id}")
+        envelope(
+            d.external_id,
+            f"The quasar migration notes mention {d.word} as the codename for the rollout.",
+            principals=list(d.principals),
+            title=f"Notes {d.external_id}",
+        )
         for d in DOCS
     ]
     await produce(settings, *envs)
@@ -83,11 +93,15 @@ async def load_corpus(settings: Settings) -> None:
 
 async def wait_embedded(settings: Settings, n: int) -> None:
     async def ready() -> bool:
-        count = await fetchval(settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL")
+        count = await fetchval(
+            settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL"
+        )
         return bool(count >= n)
 
     await eventually(ready, timeout=60)
 
 
 async def call(client: httpx.AsyncClient, viewer: ViewerSpec, query: str, **body: Any) -> httpx.Response:
-    return await client.post("/tools/retrieve_context", json={"query": query, **body}, headers=viewer.headers())
+    return await client.post(
+        "/tools/retrieve_context", json={"query": query, **body}, headers=viewer.headers()
+    )

@@ -14,24 +14,36 @@ from services.api.app import create_app
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, fetch, later, produce
 from tests.integration.retriever_fixtures import (
-    DOCS, T1, VIEWERS, call, hierarchy_file, load_corpus,
+    DOCS,
+    T1,
+    VIEWERS,
+    call,
+    hierarchy_file,
+    load_corpus,
 )
 
 
 @pytest.fixture
-async def corpus(settings_factory: Any, pipeline: Any, tmp_path: Path) -> AsyncIterator[tuple[Settings, httpx.AsyncClient]]:
+async def corpus(
+    settings_factory: Any, pipeline: Any, tmp_path: Path
+) -> AsyncIterator[tuple[Settings, httpx.AsyncClient]]:
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
     rt = await pipeline("ingest", "embed", "retrieve", settings_override=s)
     await load_corpus(s)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t"
+    ) as client:
         yield s, client
 
 
 async def _secrets(settings: Settings, invisible: list[str]) -> list[str]:
     """Document ids, chunk ids and codewords of documents a viewer must never see."""
-    rows = await fetch(settings, "SELECT d.external_id, d.id AS doc_id, c.id AS chunk_id FROM documents d"
-                                 " JOIN chunks c ON c.document_id = d.id WHERE d.external_id = ANY($1::text[])",
-                       invisible)
+    rows = await fetch(
+        settings,
+        "SELECT d.external_id, d.id AS doc_id, c.id AS chunk_id FROM documents d"
+        " JOIN chunks c ON c.document_id = d.id WHERE d.external_id = ANY($1::text[])",
+        invisible,
+    )
     words = [d.word for d in DOCS if d.external_id in invisible]
     return words + [str(r["doc_id"]) for r in rows] + [str(r["chunk_id"]) for r in rows]
 
@@ -67,16 +79,23 @@ async def test_scope_tiers_follow_the_hierarchy(corpus: tuple[Settings, httpx.As
     resp = await call(client, VIEWERS["alice"], "quasar migration codename rollout", limit=50, arms="lexical")
     scopes = {p["external_id"]: p["scope"] for p in resp.json()["passages"]}
     expected = {"alice-private": "user", "team-1": "team", "division": "division", "org-wide": "org"}
-    assert {k: v for k, v in scopes.items() if k in expected} == {k: expected[k] for k in scopes if k in expected}
+    assert {k: v for k, v in scopes.items() if k in expected} == {
+        k: expected[k] for k in scopes if k in expected
+    }
     assert "alice-private" in scopes
 
 
 async def test_tombstone_and_acl_change(corpus: tuple[Settings, httpx.AsyncClient]) -> None:
     settings, client = corpus
     carol, alice, bob = VIEWERS["carol"], VIEWERS["alice"], VIEWERS["bob"]
-    assert [p["external_id"] for p in (await call(client, carol, "grindel")).json()["passages"]] == ["org-wide"]
-    await produce(settings, envelope("org-wide", op="delete", event_time=later(5)),
-                  envelope("team-2", op="acl", principals=[f"group:{T1}"], acl_event_time=later(10)))
+    assert [p["external_id"] for p in (await call(client, carol, "grindel")).json()["passages"]] == [
+        "org-wide"
+    ]
+    await produce(
+        settings,
+        envelope("org-wide", op="delete", event_time=later(5)),
+        envelope("team-2", op="acl", principals=[f"group:{T1}"], acl_event_time=later(10)),
+    )
 
     async def gone() -> bool:
         r = await call(client, carol, "grindel")
@@ -125,22 +144,30 @@ async def test_validation_auth_and_limits(corpus: tuple[Settings, httpx.AsyncCli
     assert r.status_code == 422 and "query" in r.text
     r = await client.post("/tools/retrieve_context", json={"query": "quasar"}, headers={"X-Api-Key": "nope"})
     assert r.status_code == 401
-    r = await client.post("/tools/retrieve_context", json={"query": "quasar"},
-                          headers={"X-Api-Key": "test-key", "X-Principal-Id": "bob"})
+    r = await client.post(
+        "/tools/retrieve_context",
+        json={"query": "quasar"},
+        headers={"X-Api-Key": "test-key", "X-Principal-Id": "bob"},
+    )
     assert r.status_code == 422
     r = await call(client, alice, "quasar", limit=500, max_tokens=30)
     assert r.status_code == 200
     body = r.json()
     assert body["diagnostics"]["packing"]["used_tokens"] <= 30
     assert sum(1 for d in body["diagnostics"]["packing"]["decisions"] if d["action"] != "dropped") == len(
-        body["passages"])
+        body["passages"]
+    )
     r = await call(client, alice, "quasar rollout", as_of="2020-01-01T00:00:00Z")
     assert r.json()["passages"] == []  # every document is from 2024
     r = await call(client, alice, "what did the quasar notes say as of March 2024")
     assert r.json()["temporal_plan"]["kind"] == "point" and r.json()["passages"] == []
-    kb = await client.post("/tools/search_knowledge_base", json={"query": "plumbrik"}, headers=alice.headers())
+    kb = await client.post(
+        "/tools/search_knowledge_base", json={"query": "plumbrik"}, headers=alice.headers()
+    )
     assert kb.status_code == 200 and kb.json()["passages"][0]["external_id"] == "division"
-    audit = await fetch(settings, "SELECT viewer, tool, query_hash, returned_ids FROM retrieval_audit ORDER BY id")
+    audit = await fetch(
+        settings, "SELECT viewer, tool, query_hash, returned_ids FROM retrieval_audit ORDER BY id"
+    )
     assert audit and audit[-1]["tool"] == "search_knowledge_base" and len(audit[-1]["query_hash"]) == 64
     assert all("plumbrik" not in (a["query_hash"]) for a in audit)
 

@@ -17,18 +17,27 @@ from tests.integration.helpers import envelope, eventually, produce
 from tests.integration.retriever_fixtures import VIEWERS, hierarchy_file, load_corpus, wait_embedded
 
 
-async def test_hundred_parallel_requests_each_get_their_own_reply(settings_factory: Any, pipeline: Any,
-                                                                  tmp_path: Path) -> None:
+async def test_hundred_parallel_requests_each_get_their_own_reply(
+    settings_factory: Any, pipeline: Any, tmp_path: Path
+) -> None:
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
     await pipeline("ingest", "embed", "retrieve", settings_override=s)
     group = f"group:{uuid.uuid4()}"
     words = [f"tok{uuid.uuid4().hex[:8]}" for _ in range(100)]
-    await produce(s, *(envelope(f"doc-{i}", f"Release note {i}: {w} shipped.", principals=[group])
-                       for i, w in enumerate(words)))
+    await produce(
+        s,
+        *(
+            envelope(f"doc-{i}", f"Release note {i}: {w} shipped.", principals=[group])
+            for i, w in enumerate(words)
+        ),
+    )
     await wait_embedded(s, 100)
-    async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
-        replies = await asyncio.gather(*(
-            om.retrieve_context({"query": w, "limit": 3}, groups=[group]) for w in words))
+    async with OrgMemoryClient.kafka(
+        s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30
+    ) as om:
+        replies = await asyncio.gather(
+            *(om.retrieve_context({"query": w, "limit": 3}, groups=[group]) for w in words)
+        )
         for i, reply in enumerate(replies):
             assert reply.passages[0].external_id == f"doc-{i}"
         kb = await om.search_knowledge_base({"query": words[7]}, groups=[group])
@@ -45,14 +54,24 @@ async def test_request_without_reply_to_is_dead_lettered(settings: Settings, pip
     producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers)
     await producer.start()
     try:
-        await producer.send_and_wait(settings.topic("rpc.retrieve"), b'{"request": {"query": "x"}}',
-                                     headers=[("correlation_id", b"abc")])
-        await producer.send_and_wait(settings.topic("rpc.retrieve"), b'{"request": {"query": "x"}}',
-                                     headers=[("correlation_id", b"abd"), ("reply_to", b"om.envelopes.v1")])
+        await producer.send_and_wait(
+            settings.topic("rpc.retrieve"),
+            b'{"request": {"query": "x"}}',
+            headers=[("correlation_id", b"abc")],
+        )
+        await producer.send_and_wait(
+            settings.topic("rpc.retrieve"),
+            b'{"request": {"query": "x"}}',
+            headers=[("correlation_id", b"abd"), ("reply_to", b"om.envelopes.v1")],
+        )
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(settings.topic("dlq.retrieve"), bootstrap_servers=settings.kafka_bootstrap_servers,
-                                auto_offset_reset="earliest", group_id=None)
+    consumer = AIOKafkaConsumer(
+        settings.topic("dlq.retrieve"),
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        auto_offset_reset="earliest",
+        group_id=None,
+    )
     await consumer.start()
     try:
         got: list[Any] = []
@@ -69,28 +88,39 @@ async def test_request_without_reply_to_is_dead_lettered(settings: Settings, pip
         await consumer.stop()
 
 
-async def test_retriever_restart_requesters_time_out_then_retry_succeeds(settings_factory: Any, pipeline: Any,
-                                                                          tmp_path: Path) -> None:
+async def test_retriever_restart_requesters_time_out_then_retry_succeeds(
+    settings_factory: Any, pipeline: Any, tmp_path: Path
+) -> None:
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
     await pipeline("ingest", "embed", settings_override=s)
     await load_corpus(s)
     alice = VIEWERS["alice"]
     retriever = await start_runtime(s, ["retrieve"])
-    async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=20,
-                                     retries=0) as om:
-        first = await om.retrieve_context({"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups)
+    async with OrgMemoryClient.kafka(
+        s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=20, retries=0
+    ) as om:
+        first = await om.retrieve_context(
+            {"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups
+        )
         assert first.passages[0].external_id == "team-1"
         await stop_runtime(retriever)  # the retriever goes away; requests now sit unanswered
-        in_flight = [asyncio.create_task(om.retrieve_context({"query": "quintrel"}, principal_id=alice.principal,
-                                                             groups=alice.groups, timeout=1.5)) for _ in range(5)]
+        in_flight = [
+            asyncio.create_task(
+                om.retrieve_context(
+                    {"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups, timeout=1.5
+                )
+            )
+            for _ in range(5)
+        ]
         results = await asyncio.gather(*in_flight, return_exceptions=True)
         assert all(isinstance(r, RpcTimeoutError) for r in results), results
         assert om._pending == {}
         retriever = await start_runtime(s, ["retrieve"])  # back; the expired requests are dropped
         try:
             om.retries = 3
-            again = await om.retrieve_context({"query": "quintrel"}, principal_id=alice.principal,
-                                              groups=alice.groups, timeout=15)
+            again = await om.retrieve_context(
+                {"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups, timeout=15
+            )
             assert again.passages[0].external_id == "team-1"
             handler = retriever.extras["retrieve_handler"]
             await eventually(lambda: asyncio.sleep(0, handler.expired >= 5), timeout=20)

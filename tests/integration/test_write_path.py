@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from ingest.archive import read_archived
 from services.api.app import create_app
 from services.ops.dlq import read_dead_letters
 from services.settings import Settings
@@ -51,7 +52,7 @@ async def test_direct_produce_reaches_projection_with_vectors(settings: Settings
     # the raw envelope is archived in S3 under the document row's blob key
     key = await fetchval(settings, "SELECT blob_key FROM documents")
     rt = (await pipeline())  # a runtime without stages, for its object store
-    blob = json.loads(await rt.store.get(key))
+    blob = json.loads(await read_archived(rt.store, key))
     assert blob["source"]["external_id"] == "C1/1"
 
 

@@ -113,7 +113,7 @@ async def test_event_loop_is_not_blocked(minilm: MiniLMEmbedder) -> None:
             await asyncio.sleep(0)
 
     task = asyncio.create_task(ticker())
-    await minilm.embed(["The quarterly budget review moved to Friday afternoon."] * 16)
+    await minilm.embed(["The quarterly budget review moved to Friday afternoon."] * 4)
     task.cancel()
     assert ticks > 1
 

@@ -24,13 +24,18 @@ def t(days: int) -> datetime:
     return T0 + timedelta(days=days)
 
 
-def fact(target: str, start: int, end: int | None = None, closed_by: uuid.UUID | None = None,
-         recorded: int = 0) -> SlotFact:
-    return SlotFact(uuid.uuid4(), target, t(start), t(end) if end is not None else None, closed_by, t(recorded))
+def fact(
+    target: str, start: int, end: int | None = None, closed_by: uuid.UUID | None = None, recorded: int = 0
+) -> SlotFact:
+    return SlotFact(
+        uuid.uuid4(), target, t(start), t(end) if end is not None else None, closed_by, t(recorded)
+    )
 
 
 def test_normalize_dedups_case_punctuation_and_org_suffix() -> None:
-    assert normalize_name("  Acme,  Inc. ", "organization") == normalize_name("ACME", "organization") == "acme"
+    assert (
+        normalize_name("  Acme,  Inc. ", "organization") == normalize_name("ACME", "organization") == "acme"
+    )
     assert normalize_name("Acme Inc", "glossary_term") == "acme inc"
     assert normalize_name("O'Brien-Smith") == "o brien-smith"
     assert entity_uuid("w", "organization", "acme") == entity_uuid("w", "organization", "acme")
@@ -101,8 +106,9 @@ def test_strong_keys_merge_names_never_do() -> None:
     assert plan_merges([(p1, weak)]) == []
     assert plan_merges([(p1, [KeyOwner("email", "a@x", False, p1), KeyOwner("slack", "U1", True, p3)])])
     # chains collapse onto one survivor
-    merges = plan_merges([(p1, keys), (p2, [KeyOwner("platform_user", "u1", True, p2),
-                                            KeyOwner("email", "c@x", False, p3)])])
+    merges = plan_merges(
+        [(p1, keys), (p2, [KeyOwner("platform_user", "u1", True, p2), KeyOwner("email", "c@x", False, p3)])]
+    )
     assert {(m.source, m.target) for m in merges} == {(p2, p1), (p3, p1)}
 
 

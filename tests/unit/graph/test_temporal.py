@@ -43,8 +43,15 @@ def test_temporal_sql_axes() -> None:
 
 
 def _fact(subject: uuid.UUID, predicate: str, value: str) -> Fact:
-    return Fact(id=uuid.uuid4(), subject=EntityBrief(type="person", id=subject, name="P"), predicate=predicate,
-                value=value, valid_from=AT, recorded_at=AT, confidence=1.0)
+    return Fact(
+        id=uuid.uuid4(),
+        subject=EntityBrief(type="person", id=subject, name="P"),
+        predicate=predicate,
+        value=value,
+        valid_from=AT,
+        recorded_at=AT,
+        confidence=1.0,
+    )
 
 
 def test_diff_snapshots() -> None:

@@ -1,0 +1,311 @@
+"""HERB through the graph pipeline (ingest -> extract -> conflicts -> collab) and what it yields.
+
+Usage: ``.venv/bin/python bench/herb_graph.py --path ../shared/data/herb [--limit N]``
+
+Data are read from ``--path`` (never copied). Steps:
+1. a directory envelope per person of ``people.jsonl`` (author = that person; registry-bound structured
+   fields ``title`` = role, ``manager`` = the ``org_relations.jsonl`` manager, ``location``), ingested first;
+2. every product event through ``services.eval.datasets.iter_envelopes``; people keys (``herb`` namespace)
+   also get the verified ``herb_eid`` key mentions and structured managers use;
+3. measurements: (1) the ``reports_to`` edges as current facts + a path walk from each engineer reaching
+   the top of their chain; (2) lead-in-top-5-collaborators recall@5; (3) share of ``@eid_`` mentions and
+   meeting-roster names resolved to the right person; (4) zero-LLM extraction documents/s (pure CPU, and
+   the extract stage's wall time inside the pipeline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from common import isolated_settings, write_result  # type: ignore[import-not-found]
+
+from extractor.assemble import DocInfo, document_ref, meeting_ref, participant_ids
+from extractor.links import HERB_EID_NAMESPACE
+from extractor.mentions import attendance_links
+from extractor.patterns import extract_links
+from schemas.envelope import ChangeEnvelope
+from services.collaboration import repository as collab_repo
+from services.collaboration.weights import HALF_LIFE_DAYS
+from services.db.pool import create_pool
+from services.eval.datasets import group_principal, iter_envelopes
+from services.graph import reads
+from services.producer import EnvelopeProducer
+from services.serve import start_runtime, stop_runtime
+from services.settings import Settings
+from services.taxonomy import default_registry
+
+WS = "herb"
+DIRECTORY_TIME = datetime(2023, 1, 2, tzinfo=UTC)
+_EID = re.compile(r"eid_[0-9a-f]{6,12}")
+
+
+def _with_eid(person: dict[str, Any] | None) -> dict[str, Any] | None:
+    if person is None:
+        return None
+    ids = person.get("identities") or []
+    eids = [i["value"] for i in ids if _EID.fullmatch(str(i.get("value", "")))]
+    if eids and not any(i["namespace"] == HERB_EID_NAMESPACE for i in ids):
+        ids.append({"namespace": HERB_EID_NAMESPACE, "value": eids[0], "verified": True})
+    return person
+
+
+def herb_envelopes(path: Path, limit: int | None) -> Iterator[ChangeEnvelope]:
+    for env in iter_envelopes(path, workspace=WS, limit=limit, on_future="clamp"):
+        body = env.model_dump(mode="json")
+        body["author"] = _with_eid(body.get("author"))
+        body["participants"] = [_with_eid(p) for p in body.get("participants", [])]
+        yield ChangeEnvelope.model_validate(body)
+
+
+def directory_envelopes(path: Path) -> list[ChangeEnvelope]:
+    people = [json.loads(line) for line in (path / "people.jsonl").read_text().splitlines() if line.strip()]
+    managers = {
+        r["subject"]: r["object"]
+        for r in map(json.loads, (path / "org_relations.jsonl").read_text().splitlines())
+        if r.get("relation") == "reports_to"
+    }
+    out = []
+    for p in people:
+        fields: dict[str, Any] = {"title": p["role"], "location": p["location"]}
+        if p["id"] in managers:
+            fields["manager"] = managers[p["id"]]
+        out.append(
+            ChangeEnvelope.model_validate(
+                {
+                    "envelope_id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"herb-directory/{WS}/{p['id']}")),
+                    "workspace": WS,
+                    "source": {"system": "herb-directory", "external_id": p["id"]},
+                    "event_time": DIRECTORY_TIME.isoformat(),
+                    "document": {
+                        "kind": "document",
+                        "title": f"{p['name']} ({p['role']})",
+                        "text": f"{p['name']} is {p['role']} in {p.get('org', '')}, based in {p['location']}.",
+                    },
+                    "author": {
+                        "display_name": p["name"],
+                        "identities": [
+                            {"namespace": "herb", "value": p["id"]},
+                            {"namespace": HERB_EID_NAMESPACE, "value": p["id"], "verified": True},
+                        ],
+                    },
+                    "acl": {"principals": [group_principal("herb", "directory")]},
+                    "structured_fields": fields,
+                }
+            )
+        )
+    return out
+
+
+def pure_throughput(envs: list[ChangeEnvelope]) -> float:
+    registry = default_registry()
+    start = time.perf_counter()
+    for env in envs:
+        if env.document is None:
+            continue
+        info = DocInfo(
+            uuid.uuid4(), WS, env.key, env.document.kind.value, env.document.title, 1, env.event_time, None
+        )
+        extract_links(env.document.text, registry=registry, document=document_ref(info))
+        if info.kind == "meeting":
+            attendance_links(
+                env.document.text,
+                meeting_ref(info),
+                registry=registry,
+                participants=participant_ids(env, HERB_EID_NAMESPACE),
+            )
+    return len(envs) / (time.perf_counter() - start)
+
+
+async def produce_all(settings: Settings, envs: list[ChangeEnvelope]) -> None:
+    async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
+        for i in range(0, len(envs), 2000):
+            await p.send_many(envs[i : i + 2000])
+
+
+async def wait_for(rt: Any, name: str, attr: str, n: int, timeout: float = 3600) -> None:
+    deadline = time.monotonic() + timeout
+    last, still = -1, 0
+    while time.monotonic() < deadline:
+        value = getattr(rt.extras[name], attr)
+        value = value.documents if attr == "stats" else value
+        if value >= n:
+            return
+        still = still + 1 if value == last else 0
+        last = value
+        if still > 60:  # a minute without progress
+            raise RuntimeError(f"{name} stalled at {value}/{n}")
+        await asyncio.sleep(1)
+    raise RuntimeError(f"{name} did not reach {n}")
+
+
+async def measure(settings: Settings, path: Path, root_principals: list[str]) -> dict[str, Any]:
+    pool = await create_pool(settings)
+    out: dict[str, Any] = {}
+    people = {p["id"]: p for p in map(json.loads, (path / "people.jsonl").read_text().splitlines())}
+    relations = [
+        r
+        for r in map(json.loads, (path / "org_relations.jsonl").read_text().splitlines())
+        if r.get("relation") == "reports_to"
+    ]
+    async with pool.acquire() as conn:
+        pid = {
+            r["value"]: r["person_id"]
+            for r in await conn.fetch(
+                "SELECT a.value, COALESCE(p.merged_into, p.id) AS person_id FROM person_aliases a JOIN people p"
+                " ON p.id = a.person_id WHERE a.workspace = $1 AND a.namespace = 'herb_eid'",
+                WS,
+            )
+        }
+        current = {
+            (r["subject_id"], r["object_id"])
+            for r in await conn.fetch(
+                "SELECT subject_id, object_id FROM facts WHERE workspace = $1 AND predicate = 'reports_to'"
+                " AND invalidated_at IS NULL AND valid_to IS NULL",
+                WS,
+            )
+        }
+        ok = sum((pid.get(r["subject"]), pid.get(r["object"])) in current for r in relations)
+        out["reports_to_current"] = {"expected": len(relations), "current": ok}
+        managers = {r["subject"]: r["object"] for r in relations}
+
+        def top(e: str) -> str:
+            seen = set()
+            while e in managers and e not in seen:
+                seen.add(e)
+                e = managers[e]
+            return e
+
+        engineers = [e for e, p in people.items() if "engineer" in p["role"].lower() and e in managers]
+        reached = 0
+        for e in engineers:
+            depth = 1
+            chain = e
+            while chain in managers:
+                chain, depth = managers[chain], depth + 1
+            paths = await reads.query_paths(
+                conn,
+                workspace=WS,
+                viewer=root_principals,
+                seeds=[("person", pid[e])],
+                max_depth=max(2, depth - 1),
+                max_fanout=20,
+                limit=200,
+            )
+            reached += any(n.id == pid.get(top(e)) for p in paths for n in p.nodes)
+        out["path_engineer_reaches_top"] = {"engineers": len(engineers), "reached": reached}
+        hits = 0
+        now = datetime.now(UTC)
+        for e in engineers:
+            best = await collab_repo.top_collaborators(conn, WS, pid[e], now, HALF_LIFE_DAYS, 5)
+            hits += pid.get(managers[e]) in best
+        out["lead_in_top5_collaborators"] = {
+            "engineers": len(engineers),
+            "hits": hits,
+            "recall_at_5": round(hits / max(1, len(engineers)), 4),
+        }
+        out["mentions"] = await mention_accuracy(conn, path, pid)
+        out["counts"] = dict(
+            await conn.fetchrow(
+                "SELECT (SELECT count(*) FROM facts) AS facts, (SELECT count(*) FROM entities) AS entities,"
+                " (SELECT count(*) FROM people WHERE merged_into IS NULL) AS people,"
+                " (SELECT count(*) FROM person_merge_proposals) AS proposals,"
+                " (SELECT count(*) FROM collaboration_edges) AS collab_edges"
+            )
+        )
+    await pool.close()
+    return out
+
+
+async def mention_accuracy(conn: Any, path: Path, pid: dict[str, uuid.UUID]) -> dict[str, Any]:
+    from services.eval.datasets import iter_raw_events
+    from services.ids import document_id
+
+    docs_eids: dict[uuid.UUID, set[str]] = {}
+    rosters: dict[uuid.UUID, list[str]] = {}
+    loaded = {r["id"] for r in await conn.fetch("SELECT id FROM documents WHERE workspace = $1", WS)}
+    for _, raw in iter_raw_events(path):
+        key = f"{WS}/herb/{raw.id}"
+        if document_id(key) not in loaded:
+            continue
+        found = set(re.findall(r"@'?(eid_[0-9a-f]{6,12})", raw.text))
+        if found:
+            docs_eids[document_id(key)] = found
+        if raw.kind == "meeting_transcript" and raw.meta.get("participants"):
+            rosters[document_id(key)] = list(raw.meta["participants"])
+    mentioned = {
+        (r["document_id"], r["object_id"])
+        for r in await conn.fetch(
+            "SELECT f.subject_id AS document_id, f.object_id FROM facts f WHERE f.workspace = $1"
+            " AND f.predicate = 'mentioned' AND f.invalidated_at IS NULL",
+            WS,
+        )
+    }
+    total = sum(len(v) for v in docs_eids.values())
+    right = sum((d, pid.get(e)) in mentioned for d, eids in docs_eids.items() for e in eids)
+    attended = {
+        (r["person"], r["document_id"])
+        for r in await conn.fetch(
+            "SELECT f.subject_id AS person, e.document_id FROM facts f JOIN fact_evidence e ON e.fact_id = f.id"
+            " WHERE f.workspace = $1 AND f.predicate = 'attended' AND f.invalidated_at IS NULL",
+            WS,
+        )
+    }
+    roster_total = sum(len(v) for v in rosters.values())
+    roster_right = sum((pid.get(e), d) in attended for d, eids in rosters.items() for e in eids)
+    return {
+        "eid_mentions": {"total": total, "resolved_right": right, "share": round(right / max(1, total), 4)},
+        "roster_names": {
+            "total": roster_total,
+            "resolved_right": roster_right,
+            "share": round(roster_right / max(1, roster_total), 4),
+        },
+    }
+
+
+async def main(path: Path, limit: int | None) -> dict[str, Any]:
+    settings = await isolated_settings("herb", ingest_batch_size=1000)
+    directory = directory_envelopes(path)
+    envs = list(herb_envelopes(path, limit))
+    result: dict[str, Any] = {
+        "documents": len(envs),
+        "directory": len(directory),
+        "pure_extract_docs_per_s": round(pure_throughput(envs), 1),
+    }
+    rt = await start_runtime(settings, ["ingest", "extract", "conflicts", "collab"])
+    try:
+        await produce_all(settings, directory)
+        await wait_for(rt, "conflicts_handler", "applied", len(directory))
+        start = time.perf_counter()
+        await produce_all(settings, envs)
+        expected = len(directory) + len({e.key for e in envs})
+        await wait_for(rt, "extract_handler", "stats", expected)
+        extract_done = time.perf_counter() - start
+        await wait_for(rt, "conflicts_handler", "applied", expected)
+        await wait_for(rt, "collab_handler", "documents", expected)
+        result["pipeline_seconds"] = round(time.perf_counter() - start, 1)
+        result["extract_stage_docs_per_s"] = round(len(envs) / extract_done, 1)
+    finally:
+        await stop_runtime(rt)
+    groups = sorted({p for e in [*directory, *envs] for p in e.acl.principals})
+    result.update(await measure(settings, path, groups))
+    result["schema"] = settings.db_schema
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=None)
+    args = parser.parse_args()
+    res = asyncio.run(main(args.path, args.limit))
+    print(json.dumps(res, indent=2, default=str))
+    print(write_result("herb_graph", res))

@@ -1,0 +1,143 @@
+"""Pure composition of retrieve_context: time axes, arm presets, packing order, safe diagnostics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from retriever.compose import (
+    ARM_PRESETS,
+    fact_text,
+    fusion_diagnostics,
+    pack_context,
+    packing_order,
+    plan_dict,
+    resolve_time,
+)
+from retriever.ranking import DENSE_ONLY, LEXICAL_ONLY
+from schemas.tools import PassageFilters, RetrieveContextRequest
+
+NOW = datetime(2025, 6, 15, 12, tzinfo=UTC)
+
+
+def test_host_timestamps_win_over_the_planner() -> None:
+    host = datetime(2024, 1, 1, tzinfo=UTC)
+    axes = resolve_time(
+        "what changed in 2023", PassageFilters(), as_of=host, believed_as_of=None, grain="year", now=NOW
+    )
+    assert (axes.as_of, axes.source, axes.plan, axes.diff_range, axes.grain) == (
+        host,
+        "host",
+        None,
+        None,
+        "year",
+    )
+    assert plan_dict(axes)["source"] == "host"
+
+
+def test_point_plan_sets_as_of_and_host_grain_wins() -> None:
+    axes = resolve_time(
+        "pricing as of March 2024", PassageFilters(), as_of=None, believed_as_of=None, grain="day", now=NOW
+    )
+    assert axes.source == "planner" and axes.as_of is not None and axes.as_of.month == 3
+    assert axes.grain == "day"
+    assert axes.date_from is None and axes.diff_range is None
+
+
+def test_range_plan_bounds_passages_unless_host_filters_given() -> None:
+    axes = resolve_time(
+        "what changed between Q1 2024 and Q3 2024",
+        PassageFilters(),
+        as_of=None,
+        believed_as_of=None,
+        grain=None,
+        now=NOW,
+    )
+    assert axes.date_from == datetime(2024, 1, 1, tzinfo=UTC)
+    assert axes.date_to == datetime(2024, 10, 1, tzinfo=UTC)
+    assert axes.diff_range == (axes.date_from, axes.date_to)
+    own = datetime(2024, 2, 1, tzinfo=UTC)
+    axes = resolve_time(
+        "what changed between Q1 2024 and Q3 2024",
+        PassageFilters(date_from=own),
+        as_of=None,
+        believed_as_of=None,
+        grain=None,
+        now=NOW,
+    )
+    assert axes.date_from == own
+
+
+def test_ambiguous_plan_filters_nothing_and_reports_ambiguity() -> None:
+    axes = resolve_time(
+        "budget in March", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW
+    )
+    assert axes.as_of is None and axes.date_from is None and axes.diff_range is None
+    assert plan_dict(axes)["ambiguities"]
+
+
+def test_no_temporal_words_means_no_plan() -> None:
+    axes = resolve_time(
+        "who owns billing", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW
+    )
+    assert axes.source == "none" and axes.as_of is None
+
+
+def test_arm_presets() -> None:
+    assert ARM_PRESETS["full"][0] == ("dense", "lexical", "relational")
+    assert ARM_PRESETS["lexical"][1] is LEXICAL_ONLY and ARM_PRESETS["dense"][1] is DENSE_ONLY
+    assert "relational" not in ARM_PRESETS["hybrid"][0]
+
+
+def test_packing_order_by_mode() -> None:
+    p, f, w = [("p1", "a"), ("p2", "b")], [("f1", "c")], [("w1", "d")]
+    assert [i.key for i in packing_order("vector_first", p, f, w)] == ["p1", "p2", "f1", "w1"]
+    assert [i.key for i in packing_order("graph_first", p, f, w)] == ["f1", "w1", "p1", "p2"]
+    assert [i.key for i in packing_order("joint", p, f, w)] == ["p1", "f1", "w1", "p2"]
+
+
+def test_pack_context_respects_budget() -> None:
+    res = pack_context("vector_first", 12, [("p1", "word " * 20)], [("f1", "x" * 8)], [])
+    assert res.used_tokens <= 12
+    assert res.decisions[0].action == "truncated"
+
+
+def test_fact_text() -> None:
+    fact = {
+        "subject": {"name": "Priya"},
+        "predicate": "reports_to",
+        "object": {"name": "Dana"},
+        "valid_from": "2024-01-01",
+    }
+    assert fact_text(fact) == "Priya reports_to Dana [2024-01-01..…]"
+    assert fact_text({"subject": "Acme", "predicate": "headcount", "value": 120}) == "Acme headcount 120"
+
+
+def test_fusion_diagnostics_hide_vanished_ids() -> None:
+    diag = {
+        "missing_hits": ["secret-1", "secret-2"],
+        "below_floor": ["a", "secret-3"],
+        "dropped_duplicates": [{"chunk_id": "b", "kept": "a"}, {"chunk_id": "secret-4", "kept": "a"}],
+        "channels": {"dense": 1},
+    }
+    out = fusion_diagnostics(diag, {"a", "b"})
+    assert out["missing_hits"] == 2
+    assert out["below_floor"] == ["a"]
+    assert out["dropped_duplicates"] == [{"chunk_id": "b", "kept": "a"}]
+    assert "secret" not in repr(out)
+
+
+def test_request_limits_are_clamped_and_grain_validated() -> None:
+    req = RetrieveContextRequest(query="x", limit=1000, max_tokens=10**9)
+    assert (req.limit, req.max_tokens) == (50, 100_000)
+    assert RetrieveContextRequest(query="x", limit=0).limit == 1
+    with pytest.raises(ValidationError, match="as_of_grain"):
+        RetrieveContextRequest(query="x", as_of_grain="week")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="query"):
+        RetrieveContextRequest(query="x" * 2001)
+    with pytest.raises(ValidationError, match="mode"):
+        RetrieveContextRequest(query="x", mode="graph_only")  # type: ignore[arg-type]
+    naive = RetrieveContextRequest(query="x", as_of=datetime(2024, 1, 1))
+    assert naive.as_of is not None and naive.as_of.tzinfo is UTC
