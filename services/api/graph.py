@@ -1,5 +1,5 @@
-"""Graph tool routes: ``/tools/query_facts``, ``/tools/diff_facts``, ``/tools/query_paths`` and the person /
-entity cards. The viewer's groups are expanded through the org hierarchy; ACL is applied in SQL by the reads."""
+"""Graph tool routes: ``/tools/query_facts``, ``/tools/diff_facts``, ``/tools/query_paths`` and the person
+/ entity cards. The viewer's groups are expanded through the org hierarchy; the reads apply ACL in SQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Collaboration handler: ``om.documents.v1`` batch -> each document's contributions replaced, edges refreshed.
+"""Collaboration handler: ``om.documents.v1`` batch -> documents' contributions replaced, edges refreshed.
 
 Idempotent per document: a document's contributions are recomputed from its current state and replace the
 previous ones (keyed by document id), then only the touched edges are re-aggregated — replays and

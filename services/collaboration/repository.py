@@ -42,7 +42,8 @@ async def thread_authors(conn: asyncpg.Connection, doc: asyncpg.Record) -> list[
     if doc["thread_external_id"] is None:
         return []
     rows = await conn.fetch(
-        "SELECT COALESCE(p.merged_into, p.id) AS author FROM documents d JOIN people p ON p.id = d.author_person_id"
+        "SELECT COALESCE(p.merged_into, p.id) AS author FROM documents d JOIN people p ON p.id ="
+        " d.author_person_id"
         " WHERE d.workspace = $1 AND d.source_system = $2 AND d.thread_external_id = $3 AND d.id <> $4"
         " AND d.deleted_at IS NULL AND d.event_time < $5 AND d.event_time >= $6"
         " ORDER BY d.event_time DESC LIMIT $7",
@@ -68,7 +69,8 @@ async def replace_contributions(
     )
     if rows:
         await conn.executemany(
-            "INSERT INTO collab_contributions (document_id, workspace, a_kind, a_id, b_kind, b_id, reason, weight,"
+            "INSERT INTO collab_contributions (document_id, workspace, a_kind, a_id, b_kind, b_id, reason,"
+            " weight,"
             " event_time) VALUES ($1, $2, 'person', $3, 'person', $4, $5, $6, $7) ON CONFLICT DO NOTHING",
             rows,
         )

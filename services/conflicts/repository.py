@@ -48,7 +48,8 @@ async def resolve_keys(
     rows = await conn.fetch(
         "SELECT a.namespace, a.value, COALESCE(p.merged_into, a.person_id) AS person_id"
         " FROM person_aliases a JOIN people p ON p.id = a.person_id"
-        " WHERE a.workspace = $1 AND (a.namespace, a.value) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
+        " WHERE a.workspace = $1 AND (a.namespace, a.value) IN (SELECT * FROM unnest($2::text[],"
+        " $3::text[]))",
         workspace,
         [k[0] for k in wanted],
         [k[1] for k in wanted],
@@ -106,7 +107,8 @@ async def propose_merges(
     if rows:
         await conn.executemany(
             "INSERT INTO person_merge_proposals (workspace, person_a, person_b, reason, score)"
-            " VALUES ($1, least($2::uuid, $3::uuid), greatest($2::uuid, $3::uuid), $4, $5) ON CONFLICT DO NOTHING",
+            " VALUES ($1, least($2::uuid, $3::uuid), greatest($2::uuid, $3::uuid), $4, $5) ON CONFLICT DO"
+            " NOTHING",
             [(workspace, a, b, reason, score) for a, b, reason, score in rows if a != b],
         )
 
@@ -155,9 +157,10 @@ async def merge_person(
 
 
 async def collapse_duplicates(conn: asyncpg.Connection, entity: uuid.UUID, exclusive: Sequence[str]) -> None:
-    """Active facts of ``entity`` that became identical (after a merge) keep the oldest row; evidence moves."""
+    """Active facts of ``entity`` made identical by a merge keep the oldest row; the evidence moves."""
     rows = await conn.fetch(
-        "WITH d AS (SELECT id, first_value(id) OVER (PARTITION BY subject_id, predicate, object_id, lower(value),"
+        "WITH d AS (SELECT id, first_value(id) OVER (PARTITION BY subject_id, predicate, object_id,"
+        " lower(value),"
         " CASE WHEN predicate = ANY($2::text[]) THEN valid_from END ORDER BY recorded_at, id) AS keep"
         " FROM facts WHERE (subject_id = $1 OR object_id = $1) AND invalidated_at IS NULL)"
         " SELECT id, keep FROM d WHERE id <> keep",
@@ -255,7 +258,7 @@ async def replace_entity_evidence(
 async def slot_facts(
     conn: asyncpg.Connection, slots: Iterable[tuple[uuid.UUID, str]]
 ) -> tuple[dict[tuple[uuid.UUID, str], list[SlotFact]], dict[tuple[uuid.UUID, str, str, datetime], int]]:
-    """Active facts per slot, and the number of invalidated rows per (subject, predicate, target, valid_from)."""
+    """Active facts per slot; invalidated row counts per (subject, predicate, target, valid_from)."""
     wanted = sorted(set(slots))
     active: dict[tuple[uuid.UUID, str], list[SlotFact]] = {s: [] for s in wanted}
     dead: dict[tuple[uuid.UUID, str, str, datetime], int] = {}
@@ -281,10 +284,12 @@ async def slot_facts(
 
 
 async def insert_facts(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """rows: (id, workspace, subject_id, predicate, object_id, value, valid_from, time_grain, confidence, source)."""
+    """rows: (id, workspace, subject_id, predicate, object_id, value, valid_from, time_grain, confidence,
+    source)."""
     if rows:
         await conn.executemany(
-            "INSERT INTO facts (id, workspace, subject_id, predicate, object_id, value, valid_from, time_grain,"
+            "INSERT INTO facts (id, workspace, subject_id, predicate, object_id, value, valid_from,"
+            " time_grain,"
             " confidence, source, recorded_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10, clock_timestamp())"
             " ON CONFLICT (id) DO NOTHING",
             rows,
@@ -300,8 +305,10 @@ async def replace_evidence(
     """
     if rows:
         await conn.executemany(
-            "INSERT INTO fact_evidence (fact_id, document_id, chunk_id, span_start, span_end, rule, confidence)"
-            " VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (fact_id, document_id, span_start, span_end) DO UPDATE"
+            "INSERT INTO fact_evidence (fact_id, document_id, chunk_id, span_start, span_end, rule,"
+            " confidence)"
+            " VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (fact_id, document_id, span_start, span_end) DO"
+            " UPDATE"
             " SET chunk_id = EXCLUDED.chunk_id, rule = EXCLUDED.rule, confidence = EXCLUDED.confidence",
             rows,
         )
@@ -319,8 +326,10 @@ async def replace_evidence(
     touched = sorted({r[0] for r in rows})
     if touched:
         await conn.execute(
-            "UPDATE facts f SET confidence = m.c FROM (SELECT fact_id, max(confidence) AS c FROM fact_evidence"
-            " WHERE fact_id = ANY($1::uuid[]) GROUP BY fact_id) m WHERE f.id = m.fact_id AND f.confidence <> m.c",
+            "UPDATE facts f SET confidence = m.c FROM (SELECT fact_id, max(confidence) AS c FROM"
+            " fact_evidence"
+            " WHERE fact_id = ANY($1::uuid[]) GROUP BY fact_id) m WHERE f.id = m.fact_id AND f.confidence <>"
+            " m.c",
             touched,
         )
     return sorted({r["fact_id"] for r in lost})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -51,7 +52,9 @@ async def entity_card(
     if row is None:
         return None
     subj = [(row["type"], row["id"])]
-    kw = {"as_of": as_of, "believed_as_of": believed_as_of, "as_of_grain": as_of_grain, "limit": FACT_LIMIT}
+    kw: dict[str, Any] = {
+        "as_of": as_of, "believed_as_of": believed_as_of, "as_of_grain": as_of_grain, "limit": FACT_LIMIT
+    }
     aliases = [
         r["alias"]
         for r in await conn.fetch(
@@ -63,10 +66,10 @@ async def entity_card(
         type=row["type"],
         name=row["name"],
         aliases=aliases,
-        facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, **kw),  # type: ignore[arg-type]
+        facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, **kw),
         incoming=await query_facts(
             conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True, **kw
-        ),  # type: ignore[arg-type]
+        ),
     )
 
 
@@ -79,11 +82,13 @@ async def collaborators(
     rows = await conn.fetch(
         "WITH c AS (SELECT CASE WHEN k.a_id = $2 THEN k.b_id ELSE k.a_id END AS other, k.weight, k.event_time"
         " FROM collab_contributions k JOIN documents d ON d.id = k.document_id"
-        " WHERE k.workspace = $1 AND (k.a_id = $2 OR k.b_id = $2) AND k.a_kind = 'person' AND k.b_kind = 'person'"
+        " WHERE k.workspace = $1 AND (k.a_id = $2 OR k.b_id = $2) AND k.a_kind = 'person' AND k.b_kind ="
+        " 'person'"
         " AND d.deleted_at IS NULL AND d.principals && $3::text[])"
         " SELECT c.other, e.name, count(*) AS n, max(c.event_time) AS last_seen,"
         " sum(c.weight * power(0.5, extract(epoch FROM now() - c.event_time) / 86400.0 / $4)) AS w"
-        " FROM c JOIN entities e ON e.id = c.other GROUP BY c.other, e.name ORDER BY w DESC, c.other LIMIT $5",
+        " FROM c JOIN entities e ON e.id = c.other GROUP BY c.other, e.name ORDER BY w DESC, c.other LIMIT"
+        " $5",
         workspace,
         person,
         list(viewer),

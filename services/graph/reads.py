@@ -1,5 +1,6 @@
-"""Viewer-scoped graph reads. ACL and temporal filters are applied in SQL (``services.graph.temporal``), so
-facts a viewer may not see never consume a limit. ``viewer`` is the EXPANDED principal list; empty sees nothing.
+"""Viewer-scoped graph reads. ACL and temporal filters are applied in SQL (``services.graph.temporal``),
+so facts a viewer may not see never consume a limit. ``viewer`` is the EXPANDED principal list; an empty
+list sees nothing.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ async def resolve_entities(
     sql = (
         "WITH c AS ("
         f" SELECT e.id, 1.0 AS score FROM entities e WHERE e.workspace = {ws} AND e.norm_name = {nm}"
-        f" UNION ALL SELECT a.entity_id, 0.95 FROM entity_aliases a WHERE a.workspace = {ws} AND a.alias = {nm}"
-        f" UNION ALL (SELECT e.id, 0.6 FROM entities e WHERE e.workspace = {ws} AND e.norm_name LIKE {nm} || ' %'"
+        f" UNION ALL SELECT a.entity_id, 0.95 FROM entity_aliases a WHERE a.workspace = {ws} AND a.alias ="
+        f" {nm}"
+        f" UNION ALL (SELECT e.id, 0.6 FROM entities e WHERE e.workspace = {ws} AND e.norm_name LIKE {nm} ||"
+        f" ' %'"
         f" LIMIT 200))"
         " SELECT e.id, e.type, e.name, max(c.score) AS score FROM c JOIN entities e ON e.id = c.id"
         f" WHERE e.merged_into IS NULL{type_sql} AND {entity_acl_sql(vw)}"
@@ -114,7 +117,8 @@ async def query_facts(
     sql = (
         f"SELECT {_FACT_COLUMNS}{_FACT_JOINS} WHERE f.workspace = {ws} AND {col} = ANY({sid}::uuid[])"
         f" AND {when} AND {fact_acl_sql(vw)}"
-        f" ORDER BY (f.predicate = 'mentioned'), f.confidence DESC, f.valid_from DESC, f.id LIMIT {p.add(limit)}"
+        f" ORDER BY (f.predicate = 'mentioned'), f.confidence DESC, f.valid_from DESC, f.id LIMIT"
+        f" {p.add(limit)}"
     )
     return [_fact(r) for r in await conn.fetch(sql, *p.values)]
 
@@ -178,11 +182,11 @@ def diff_snapshots(
         added += [f for t, f in at.items() if t not in bt]
         removed += [f for t, f in bt.items() if t not in at]
     return FactDiff(
-        axis=axis,
+        axis="belief" if axis == "belief" else "world",
         from_time=from_time,
         to_time=to_time,
         added=added,
-        removed=removed,  # type: ignore[arg-type]
+        removed=removed,
         changed=changed,
     )
 
@@ -215,12 +219,14 @@ async def query_paths(
     )
     sql = (
         "WITH RECURSIVE walk(node, depth, nodes, facts, dirs, score) AS ("
-        f" SELECT s.id, 0, ARRAY[s.id], ARRAY[]::uuid[], ARRAY[]::text[], 1.0::float8 FROM unnest({sd}::uuid[]) s(id)"
+        f" SELECT s.id, 0, ARRAY[s.id], ARRAY[]::uuid[], ARRAY[]::text[], 1.0::float8 FROM"
+        f" unnest({sd}::uuid[]) s(id)"
         " UNION ALL"
         " SELECT nx.other, w.depth + 1, w.nodes || nx.other, w.facts || nx.fact_id, w.dirs || nx.dir,"
         " w.score * nx.confidence FROM walk w CROSS JOIN LATERAL ("
         "  SELECT * FROM (SELECT DISTINCT ON (c.other) c.* FROM ("
-        f"   SELECT f.id AS fact_id, f.object_id AS other, 'outgoing'::text AS dir, f.confidence::float8 AS confidence"
+        f"   SELECT f.id AS fact_id, f.object_id AS other, 'outgoing'::text AS dir, f.confidence::float8 AS"
+        f" confidence"
         f"   FROM facts f WHERE f.subject_id = w.node AND {edge} AND {fact_acl_sql(vw)}"
         "   UNION ALL"
         f"   SELECT f.id, f.subject_id, 'incoming'::text, f.confidence::float8"
@@ -228,7 +234,8 @@ async def query_paths(
         "  ) c WHERE NOT (c.other = ANY(w.nodes)) ORDER BY c.other, c.confidence DESC, c.fact_id) d"
         f"  ORDER BY d.confidence DESC, d.fact_id LIMIT {fan}"
         f" ) nx WHERE w.depth < {depth})"
-        f" SELECT nodes, facts, dirs, score FROM walk WHERE depth > 0 ORDER BY score DESC, depth, nodes LIMIT {lim}"
+        f" SELECT nodes, facts, dirs, score FROM walk WHERE depth > 0 ORDER BY score DESC, depth, nodes"
+        f" LIMIT {lim}"
     )
     rows = await conn.fetch(sql, *p.values)
     if not rows:
@@ -282,7 +289,8 @@ async def relational_evidence(
     col = "f.object_id" if direction == "incoming" else "f.subject_id"
     sql = (
         "WITH ev AS (SELECT e.document_id, e.chunk_id FROM facts f JOIN fact_evidence e ON e.fact_id = f.id"
-        f" WHERE f.workspace = {ws} AND f.predicate = {pr} AND {col} = ANY({sd}::uuid[]) AND f.object_id IS NOT NULL"
+        f" WHERE f.workspace = {ws} AND f.predicate = {pr} AND {col} = ANY({sd}::uuid[]) AND f.object_id IS"
+        f" NOT NULL"
         f" AND {temporal_sql(p)} AND {fact_acl_sql(vw)})"
         " SELECT c.id FROM chunks c WHERE c.document_id IN (SELECT document_id FROM ev) AND NOT c.is_parent"
         f" AND NOT c.deleted AND c.principals && {vw}::text[]"

@@ -101,7 +101,8 @@ def fact_acl_sql(viewer_param: str, alias: str = "f") -> str:
         f"EXISTS (SELECT 1 FROM fact_evidence ev JOIN documents dv ON dv.id = ev.document_id"
         f" WHERE ev.fact_id = {alias}.id AND dv.deleted_at IS NULL)"
         f" AND NOT EXISTS (SELECT 1 FROM fact_evidence ev JOIN documents dv ON dv.id = ev.document_id"
-        f" WHERE ev.fact_id = {alias}.id AND dv.deleted_at IS NULL AND NOT (dv.principals && {viewer_param}::text[]))"
+        f" WHERE ev.fact_id = {alias}.id AND dv.deleted_at IS NULL AND NOT (dv.principals &&"
+        f" {viewer_param}::text[]))"
     )
 
 
