@@ -88,7 +88,7 @@ def directory_envelopes(path: Path) -> list[ChangeEnvelope]:
                     "document": {
                         "kind": "document",
                         "title": f"{p['name']} ({p['role']})",
-                        "text": f"{p['name']} is {p['role']} in {p.get('org', '')}, based in {p['location']}.",
+                        "text": f"{p['name']} is {p['role']} in {p.get('org', '')}, in {p['location']}.",
                     },
                     "author": {
                         "display_name": p["name"],
@@ -131,8 +131,8 @@ async def produce_all(settings: Settings, envs: list[ChangeEnvelope]) -> None:
             await p.send_many(envs[i : i + 2000])
 
 
-async def wait_for(rt: Any, name: str, attr: str, n: int, timeout: float = 3600) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_for(rt: Any, name: str, attr: str, n: int, limit_s: float = 3600) -> None:
+    deadline = time.monotonic() + limit_s
     last, still = -1, 0
     while time.monotonic() < deadline:
         value = getattr(rt.extras[name], attr)

@@ -22,9 +22,16 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from services.db.pool import create_pool
     from services.embedding_config import embedding_config
 
+    from services import generations
+
     applied = await migrate(settings.database_url, settings.db_schema)
     for m in applied:
         print(f"applied {m.version:04d}_{m.name}")
+    active = await generations.resolve(settings)
+    if active.db_schema != settings.db_schema:  # the rebuilt generation in use must be migrated too
+        for m in await migrate(settings.database_url, active.db_schema):
+            print(f"applied {m.version:04d}_{m.name} to {active.db_schema}")
+        settings = active
     pool = await create_pool(settings, min_size=1, max_size=1)
     try:
         emb = embedding_config(settings)
@@ -127,6 +134,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo"}
+
+
+async def _run(handler: Command, settings: Settings, args: argparse.Namespace) -> int:
+    """Operator commands act on the active projection generation; `up`/`run` follow it themselves."""
+    if args.command in ON_ACTIVE_GENERATION:
+        from services import generations
+
+        settings = await generations.resolve(settings)
+    return await handler(settings, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -138,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
         if handler is None:
             raise SystemExit(f"unknown command {args.command}")
-        return asyncio.run(handler(settings, args))
+        return asyncio.run(_run(handler, settings, args))
     except ConfigurationError as exc:
         print(f"orgmem: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from typing import Any
 
 import uvicorn
 
 from embedder.repository import ensure_hnsw_index
+from services import generations
 from services.api.app import create_app
 from services.kafka.topics import ensure_topics
 from services.runtime import Runtime, build_runtime
@@ -48,14 +50,40 @@ async def stop_runtime(rt: Runtime) -> None:
         await rt.close()
 
 
-async def serve(settings: Settings, stages: list[str], *, api: bool, host: str, port: int) -> None:
+async def _follow_generation(base: Settings, stages: list[str], holder: dict[str, Runtime], app: Any) -> None:
+    """Restart the runtime on the new projection generation when `orgmem rebuild` switches it."""
+    while True:
+        await asyncio.sleep(generations.POLL_S)
+        try:
+            wanted = await generations.resolve(base)
+        except Exception as exc:  # a transient DB error must not kill the watcher
+            log.warning("cannot read the active generation: %s", exc)
+            continue
+        current = holder["rt"]
+        if wanted.db_schema == current.settings.db_schema:
+            continue
+        log.info("projection generation switched to %s (%s): restarting stages", wanted.generation,
+                 wanted.db_schema)
+        fresh = await start_runtime(wanted, stages)
+        holder["rt"] = fresh
+        if app is not None:
+            app.state.runtime = fresh
+        await stop_runtime(current)
+
+
+async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port: int) -> None:
     if api:
-        settings.require_api_key()  # fail at boot, naming the setting
+        base.require_api_key()  # fail at boot, naming the setting
+    settings = await generations.resolve(base)
     rt = await start_runtime(settings, stages)
-    log.info("running stages %s%s", ", ".join(stages) or "(none)", f" + API on {host}:{port}" if api else "")
+    holder = {"rt": rt}
+    log.info("running stages %s%s on schema %s", ", ".join(stages) or "(none)",
+             f" + API on {host}:{port}" if api else "", settings.db_schema)
+    app = create_app(rt) if api else None
+    watcher = asyncio.create_task(_follow_generation(base, stages, holder, app))
     try:
-        if api:
-            config = uvicorn.Config(create_app(rt), host=host, port=port, log_level="warning", access_log=False,
+        if app is not None:
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                     lifespan="off")
             await uvicorn.Server(config).serve()
         else:
@@ -65,4 +93,5 @@ async def serve(settings: Settings, stages: list[str], *, api: bool, host: str, 
                 loop.add_signal_handler(sig, stop.set)
             await stop.wait()
     finally:
-        await stop_runtime(rt)
+        watcher.cancel()
+        await stop_runtime(holder["rt"])

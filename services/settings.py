@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from services.errors import ConfigurationError
 
 EmbeddingProvider = Literal["hash", "local", "openai"]
+SHARED_TOPICS = frozenset({"envelopes", "rpc.retrieve"})
 
 
 class Settings(BaseSettings):
@@ -30,6 +31,8 @@ class Settings(BaseSettings):
     kafka_bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
     topic_namespace: str = Field(default="om", pattern=r"^[a-z][a-z0-9_\-]{0,40}$")
     group_prefix: str = Field(default="", pattern=r"^[a-z0-9_\-.]{0,60}$")
+    generation: str = Field(default="", pattern=r"^[a-z0-9]{0,16}$",
+                            description="projection generation (set by `orgmem rebuild`, not by hand)")
     topic_partitions: int = Field(default=12, ge=1, le=256)
     object_store_backend: Literal["s3", "fs"] = "fs"
     object_store_path: Path = Path(".state/blobs")
@@ -90,7 +93,13 @@ class Settings(BaseSettings):
         return self
 
     def topic(self, name: str) -> str:
-        """Full topic name, e.g. ``topic("envelopes")`` -> ``om.envelopes.v1``."""
+        """Full topic name, e.g. ``topic("envelopes")`` -> ``om.envelopes.v1``.
+
+        The log of record (envelopes) and the request topic are shared by every projection
+        generation; the internal topics between stages belong to one generation (``om.g2.chunks.v1``).
+        """
+        if self.generation and name not in SHARED_TOPICS:
+            return f"{self.topic_namespace}.{self.generation}.{name}.v1"
         return f"{self.topic_namespace}.{name}.v1"
 
     def group(self, stage: str) -> str:

@@ -47,7 +47,27 @@ async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_rebuild(settings: Settings, args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from services.ops.rebuild import rebuild
+
+    with Progress() as bar:
+        task = bar.add_task("rebuild (envelopes applied)", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        result = await rebuild(settings, progress=progress)
+    print(json.dumps({"generation": result.generation, "db_schema": result.db_schema,
+                      "envelopes": result.envelopes, "seconds": round(result.seconds, 1),
+                      "note": "running orgmem processes switch to the new generation within seconds"}))
+    return 0
+
+
 def add_ops_commands(sub: Any) -> None:
+    b = sub.add_parser("rebuild", help="build a fresh projection generation from the log, then switch to it")
+    b.set_defaults(handler=cmd_rebuild)
     d = sub.add_parser("dlq", help="list, show or redrive a stage's dead letters")
     d.add_argument("action", choices=["list", "show", "redrive"])
     d.add_argument("stage")
