@@ -10,7 +10,7 @@ API_PORT ?= 8000
 PYTEST_ARGS ?=
 
 .PHONY: help venv infra env up down logs status test test-unit lint typecheck schemas \
-        bench-ingest bench-retrieve bench-embed eval demo clean
+        bench-ingest bench-retrieve bench-embed eval eval-locomo demo clean
 
 help:
 	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | eval | bench-ingest | bench-retrieve | bench-embed"
@@ -86,6 +86,21 @@ bench-retrieve: infra
 
 bench-embed: venv
 	$(BIN)/python bench/embed_bench.py $(BENCH_ARGS)
+
+# Live retrieval evaluation on the repository's own gold set (isolated namespace; local MiniLM embedder).
+eval: infra env
+	set -a; source $(STATE)/stack.env; set +a; $(BIN)/orgmem eval live --dataset deploy/demo --embedder local \
+	  --min-recall 0.75 --beat-baselines --out bench/results/eval-demo $(EVAL_ARGS)
+
+# LoCoMo (all 10 conversations) from the shared data folder; the path is an argument, data never copied.
+LOCOMO ?= ../shared/data/locomo
+eval-locomo: infra env
+	set -a; source $(STATE)/stack.env; set +a; $(BIN)/orgmem eval live --dataset $(LOCOMO) --embedder local \
+	  --out bench/results/eval-locomo $(EVAL_ARGS)
+
+# Load the demo corpus into the running stack (after `make up`).
+demo: venv
+	set -a; source .env; set +a; $(BIN)/orgmem demo load --dataset deploy/demo
 
 clean: down
 	rm -rf $(STATE)

@@ -3,7 +3,7 @@
 Principals are ``user:<uuid>`` or ``group:<uuid>``. A viewer holding ``group:<team>`` also holds,
 by expansion, every ancestor group of that team (its division, its org). The scope of a document for
 a viewer is the tightest relation between them: ``user`` (the document names the viewer), else the
-level of the lowest shared group (``team`` < ``division`` < ``org``), else ``other``.
+level of the lowest shared group (``user`` < ``team`` < ``division`` < ``org``), else ``other``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-LEVELS: tuple[str, ...] = ("team", "division", "org")
-"""Group levels from tightest to widest."""
+LEVELS: tuple[str, ...] = ("user", "team", "division", "org")
+"""Group levels from tightest to widest. A ``user``-level group is a personal space (a DM, a private
+channel of one or two people): it scopes its documents like a ``user:`` principal does."""
 _RANK = {level: i for i, level in enumerate(LEVELS)}
 USER_PREFIX = "user:"
 GROUP_PREFIX = "group:"

@@ -116,12 +116,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host")
     run.add_argument("--port", type=int)
     sub.add_parser("status", help="infrastructure health and consumer lag per stage")
-    try:
-        from services.ops.cli import add_ops_commands
+    from services.eval.cli import add_eval_commands
+    from services.ops.cli import add_ops_commands
 
-        add_ops_commands(sub)
-    except ImportError:  # pragma: no cover
-        pass
+    add_ops_commands(sub)
+    add_eval_commands(sub)
     return ap
 
 

@@ -1,0 +1,98 @@
+"""``orgmem eval score|live`` and ``orgmem demo load``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from services.settings import Settings
+
+
+async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "score":
+        from services.eval.datasets import score_files
+
+        if not args.gold or not args.predictions:
+            raise SystemExit("eval score needs --gold and --predictions")
+        report = score_files(args.gold, args.predictions, events=args.events)
+        print(report.to_json() if args.json else report.to_table())
+        return 0 if (report.leak_rate or 0) == 0 else 3
+
+    from rich.progress import Progress
+
+    from services.eval.live import run_live
+
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    with Progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)
+
+        result = await run_live(settings, Path(args.dataset), arms=arms, embedder=args.embedder,
+                                limit_events=args.limit_events, limit_queries=args.limit_queries,
+                                out_dir=Path(args.out) if args.out else None, keep=args.keep, progress=progress)
+    print(result.table())
+    failures = []
+    for arm, report in result.reports.items():
+        if report.leak_rate:
+            failures.append(f"{arm}: leak rate {report.leak_rate:.3f} (must be 0)")
+    if args.min_recall is not None and "full" in result.reports:
+        overall = result.reports["full"].overall
+        recall = overall.as_dict().get("recall@10", 0.0) if overall else 0.0
+        if recall < args.min_recall:
+            failures.append(f"full: recall@10 {recall:.3f} below the threshold {args.min_recall}")
+    if args.beat_baselines and "full" in result.reports:
+        full = _metric(result.reports["full"], "recall@10")
+        for arm in ("lexical", "dense"):
+            if arm in result.reports and _metric(result.reports[arm], "recall@10") > full:
+                failures.append(f"full recall@10 {full:.3f} does not beat {arm}")
+    for f in failures:
+        print(f"THRESHOLD FAILED: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _metric(report: Any, name: str) -> float:
+    overall = report.overall
+    return float(overall.as_dict().get(name, 0.0)) if overall else 0.0
+
+
+async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from services.eval.datasets import iter_envelopes
+    from services.kafka.topics import ensure_topics
+    from services.producer import EnvelopeProducer
+
+    await ensure_topics(settings)
+    async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
+        recs = await p.send_many(list(iter_envelopes(Path(args.dataset), workspace=args.workspace)))
+    print(json.dumps({"produced": len(recs), "workspace": args.workspace, "topic": settings.topic("envelopes")}))
+    return 0
+
+
+def add_eval_commands(sub: Any) -> None:
+    e = sub.add_parser("eval", help="score predictions, or run a live evaluation through the pipeline")
+    e.add_argument("action", choices=["score", "live"])
+    e.add_argument("--gold")
+    e.add_argument("--predictions")
+    e.add_argument("--events", help="events.jsonl (or its folder) for the leak check")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--dataset", default="deploy/demo", help="folder with events.jsonl + queries.jsonl")
+    e.add_argument("--arms", default="lexical,dense,hybrid,full")
+    e.add_argument("--embedder", default="local", choices=["local", "hash", "openai"])
+    e.add_argument("--limit-events", type=int)
+    e.add_argument("--limit-queries", type=int)
+    e.add_argument("--out", help="folder for predictions and reports")
+    e.add_argument("--keep", action="store_true", help="keep the isolated schema and topics")
+    e.add_argument("--min-recall", type=float, help="fail unless the full arm's recall@10 reaches this")
+    e.add_argument("--beat-baselines", action="store_true", help="fail unless full >= lexical and dense")
+    e.set_defaults(handler=cmd_eval)
+    d = sub.add_parser("demo", help="load the demo corpus into the running deployment")
+    d.add_argument("action", choices=["load"])
+    d.add_argument("--dataset", default="deploy/demo")
+    d.add_argument("--workspace", default="default")
+    d.set_defaults(handler=cmd_demo)

@@ -1,0 +1,176 @@
+"""``orgmem eval live``: load a dataset through the real pipeline, query it as each gold viewer, score.
+
+An isolated namespace per run (Kafka topics, consumer groups, Postgres schema, workspace) so a run
+never sees other data: events are produced to Kafka, the ingest and embed stages (in this process)
+write the projection, and once the pipeline has drained every query runs ``retrieve_context`` as its
+viewer once per arm (``lexical``, ``dense``, ``hybrid``, ``full``) over the same ingested data.
+Predictions are document external ids (= dataset event ids); the leak check uses the events' groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+from schemas.tools import RetrieveContextRequest
+from services.api.auth import Viewer
+from services.db.migrate import migrate
+from services.db.pool import quote_ident
+from services.eval.datasets import any_visible, event_visibility, iter_envelopes, iter_queries
+from services.eval.gold import GoldQuery, Prediction, write_predictions
+from services.eval.metrics import Report, compare_table, score
+from services.kafka.lag import group_lag
+from services.kafka.topics import ensure_topics, topic_specs
+from services.producer import EnvelopeProducer
+from services.serve import start_runtime, stop_runtime
+from services.settings import Settings
+
+ARMS = ("lexical", "dense", "hybrid", "full")
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class LiveResult:
+    reports: dict[str, Report]
+    events: int
+    queries: int
+    ingest_seconds: float
+    query_seconds: dict[str, float] = field(default_factory=dict)
+    out_dir: Path | None = None
+
+    def table(self) -> str:
+        timing = ", ".join(f"{a} {s:.1f}s" for a, s in self.query_seconds.items())
+        return (compare_table(self.reports) + f"\n\nevents {self.events}, queries {self.queries}; ingest+embed wall"
+                f" {self.ingest_seconds:.1f}s; query wall per arm: {timing}")
+
+
+def eval_settings(base: Settings, *, tag: str, embedder: str, dataset: Path) -> Settings:
+    hierarchy = dataset / "org_hierarchy.json"
+    return base.model_copy(update={
+        "db_schema": f"eval_{tag}", "topic_namespace": f"eval{tag}", "group_prefix": f"eval{tag}-",
+        "generation": "", "embedding_provider": embedder, "topic_partitions": 6,
+        "org_hierarchy_path": hierarchy if hierarchy.exists() else None,
+    })
+
+
+async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
+    ingest = await group_lag(settings, "ingest")
+    embed = await group_lag(settings, "embed")
+    return ingest.lag == 0 and embed.lag == 0 and ingest.committed >= produced, ingest.committed
+
+
+async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: int) -> Prediction:
+    names = [str(s) for s in (q.subjects or ())]
+    req = RetrieveContextRequest(query=q.query[:2000], workspace=workspace, limit=limit, arms=arm,  # type: ignore[arg-type]
+                                 as_of=q.as_of, mode=q.mode or "vector_first", about=names[0] if names else None)
+    viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups), roles=frozenset())
+    resp = await service.retrieve_context(req, viewer)
+    ids = list(dict.fromkeys(p.external_id for p in resp.passages))
+    scores = {}
+    for p in resp.passages:
+        scores.setdefault(p.external_id, p.score)
+    return Prediction(qid=q.qid, doc_ids=ids, doc_scores=[scores[i] for i in ids])
+
+
+async def run_live(
+    base: Settings,
+    dataset: Path,
+    *,
+    arms: Sequence[str] = ARMS,
+    embedder: str = "local",
+    limit_events: int | None = None,
+    limit_queries: int | None = None,
+    k: int = 10,
+    out_dir: Path | None = None,
+    keep: bool = False,
+    concurrency: int = 4,
+    progress: Progress | None = None,
+) -> LiveResult:
+    from retriever.wiring import get_service
+
+    tag = uuid.uuid4().hex[:8]
+    settings = eval_settings(base, tag=tag, embedder=embedder, dataset=dataset)
+    workspace = f"eval-{tag}"
+    await migrate(settings.database_url, settings.db_schema)
+    await ensure_topics(settings)
+    rt = await start_runtime(settings, ["ingest", "embed"])
+    try:
+        began = time.perf_counter()
+        async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as prod:
+            produced = 0
+            batch = []
+            for env in iter_envelopes(dataset, workspace=workspace, limit=limit_events):
+                batch.append(env)
+                if len(batch) == 1000:
+                    produced += len(await prod.send_many(batch))
+                    batch = []
+            produced += len(await prod.send_many(batch))
+        done = False
+        while not done:
+            await asyncio.sleep(1.0)
+            done, committed = await _drained(settings, produced)
+            if progress:
+                progress("ingest+embed", min(committed, produced), produced)
+        ingest_seconds = time.perf_counter() - began
+
+        queries = list(iter_queries(dataset, limit=limit_queries))
+        visibility = any_visible(event_visibility(dataset, limit=limit_events))
+        service = get_service(rt)
+        sem = asyncio.Semaphore(concurrency)
+        result = LiveResult({}, produced, len(queries), ingest_seconds, out_dir=out_dir)
+        for arm in arms:
+            finished = 0
+
+            async def one(q: GoldQuery, arm: str = arm) -> Prediction:
+                nonlocal finished
+                async with sem:
+                    pred = await _predict(service, q, workspace, arm, k)
+                finished += 1
+                if progress:
+                    progress(f"queries [{arm}]", finished, len(queries))
+                return pred
+
+            t = time.perf_counter()
+            preds = await asyncio.gather(*(one(q) for q in queries))
+            result.query_seconds[arm] = time.perf_counter() - t
+            result.reports[arm] = score(queries, preds, visibility=visibility, ks=(1, 5, 10))
+            if out_dir:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                write_predictions(out_dir / f"predictions.{arm}.jsonl", preds)
+                (out_dir / f"report.{arm}.json").write_text(result.reports[arm].to_json())
+        if out_dir:
+            (out_dir / "summary.txt").write_text(result.table() + "\n")
+            (out_dir / "run.json").write_text(json.dumps({
+                "dataset": str(dataset), "events": produced, "queries": len(queries), "embedder": embedder,
+                "ingest_seconds": ingest_seconds, "query_seconds": result.query_seconds}, indent=2))
+        return result
+    finally:
+        await stop_runtime(rt)
+        if not keep:
+            await _cleanup(settings)
+
+
+async def _cleanup(settings: Settings) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(settings.db_schema)} CASCADE")
+    finally:
+        await conn.close()
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.delete_topics([settings.topic(s.logical) for s in topic_specs(settings)])
+    except Exception:  # leftover eval topics are harmless; never fail a finished run on cleanup
+        pass
+    finally:
+        await admin.close()
