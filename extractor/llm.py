@@ -38,8 +38,15 @@ CHARS_PER_TOKEN = 4
 
 
 class LlmExtractor:
-    def __init__(self, client: Any, *, model: str, registry: Registry, provider: str = "openai",
-                 daily_token_budget: int = DEFAULT_DAILY_TOKENS) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        model: str,
+        registry: Registry,
+        provider: str = "openai",
+        daily_token_budget: int = DEFAULT_DAILY_TOKENS,
+    ) -> None:
         self.client = client
         self.model = model
         self.registry = registry
@@ -51,13 +58,18 @@ class LlmExtractor:
     def from_settings(cls, s: Settings, registry: Registry) -> LlmExtractor:
         key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
         if not key and not s.llm_base_url:
-            raise ConfigurationError("LLM extraction needs LLM_API_KEY or LLM_BASE_URL", setting="LLM_API_KEY")
-        client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=60)
+            raise ConfigurationError(
+                "LLM extraction needs LLM_API_KEY or LLM_BASE_URL", setting="LLM_API_KEY"
+            )
+        client = openai.AsyncOpenAI(
+            api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=60
+        )
         return cls(client, model=s.llm_model, registry=registry)
 
     def take_spend(self) -> list[tuple[object, ...]]:
         rows: list[tuple[object, ...]] = [
-            (date.today(), ws, self.provider, self.model, PURPOSE, c, i, t) for ws, (c, i, t) in self._spend.items()
+            (date.today(), ws, self.provider, self.model, PURPOSE, c, i, t)
+            for ws, (c, i, t) in self._spend.items()
         ]
         self._spend.clear()
         return rows
@@ -77,8 +89,11 @@ class LlmExtractor:
     async def _window(self, workspace: str, text: str, offset: int) -> list[ExtractedLink]:
         try:
             reply = await self.client.chat.completions.create(
-                model=self.model, messages=build_messages(text, self.registry),
-                response_format=response_format(self.registry), temperature=0)
+                model=self.model,
+                messages=build_messages(text, self.registry),
+                response_format=response_format(self.registry),
+                temperature=0,
+            )
         except openai.APIConnectionError as exc:  # includes timeouts
             raise VendorError(f"LLM call failed: {exc}", model=self.model) from exc
         except openai.APIStatusError as exc:

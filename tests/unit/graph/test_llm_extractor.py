@@ -42,9 +42,14 @@ class FakeClient:
 
 
 def _link(predicate: str, otype: str) -> dict[str, Any]:
-    return {"subject": {"type": "person", "name": "Ada Byron"}, "predicate": predicate,
-            "object": {"type": otype, "name": "Analytical Engines Inc"}, "value": None, "confidence": 0.99,
-            "evidence": "Ada Byron founded Analytical Engines Inc"}
+    return {
+        "subject": {"type": "person", "name": "Ada Byron"},
+        "predicate": predicate,
+        "object": {"type": otype, "name": "Analytical Engines Inc"},
+        "value": None,
+        "confidence": 0.99,
+        "evidence": "Ada Byron founded Analytical Engines Inc",
+    }
 
 
 async def test_registry_bound_links_and_spend() -> None:
@@ -52,7 +57,8 @@ async def test_registry_bound_links_and_spend() -> None:
     llm = LlmExtractor(client, model="m", registry=default_registry())
     links = await llm.extract(FakeConn(), "w", TEXT)  # type: ignore[arg-type]
     assert [(lk.predicate, lk.object.name if lk.object else None) for lk in links] == [
-        ("founded", "Analytical Engines Inc")]
+        ("founded", "Analytical Engines Inc")
+    ]
     assert links[0].confidence <= 0.9 and links[0].span[0] == 0
     [row] = llm.take_spend()
     assert row[1:] == ("w", "openai", "m", "extract", 1, 1, 42) and llm.take_spend() == []
@@ -71,10 +77,14 @@ async def test_vendor_errors_map_to_transient_and_permanent() -> None:
     bad = openai.BadRequestError("no", response=httpx.Response(400, request=req), body=None)
     with pytest.raises(VendorError):
         await LlmExtractor(FakeClient(down), model="m", registry=default_registry()).extract(
-            FakeConn(), "w", TEXT)  # type: ignore[arg-type]
+            FakeConn(), "w", TEXT
+        )  # type: ignore[arg-type]
     with pytest.raises(VendorRejectedError):
         await LlmExtractor(FakeClient(bad), model="m", registry=default_registry()).extract(
-            FakeConn(), "w", TEXT)  # type: ignore[arg-type]
+            FakeConn(), "w", TEXT
+        )  # type: ignore[arg-type]
     garbled = FakeClient({"nope": 1})
-    assert await LlmExtractor(garbled, model="m", registry=default_registry()).extract(
-        FakeConn(), "w", TEXT) == []  # type: ignore[arg-type]
+    assert (
+        await LlmExtractor(garbled, model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)
+        == []
+    )  # type: ignore[arg-type]
