@@ -277,10 +277,10 @@ class ConflictsHandler:
             if self.registry.has_predicate(slot[1]) and self.registry.is_exclusive(slot[1])
         }
         await self._settle(conn, sorted(exclusive_touched))
-        for e in events:
-            await repo.replace_entity_evidence(
-                conn, e.document_id, [v for (d, _), v in ids.items() if d == e.document_id and not e.deleted]
-            )
+        live = {e.document_id for e in events if not e.deleted}
+        await repo.replace_entity_evidence(
+            conn, [e.document_id for e in events], sorted({(v, d) for (d, _), v in ids.items() if d in live})
+        )
 
     async def _settle(self, conn: asyncpg.Connection, slots: Sequence[tuple[uuid.UUID, str]]) -> None:
         if not slots:

@@ -235,21 +235,18 @@ async def aliases(
 
 
 async def replace_entity_evidence(
-    conn: asyncpg.Connection, doc_id: uuid.UUID, entity_ids: Iterable[uuid.UUID]
+    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], rows: Sequence[tuple[uuid.UUID, uuid.UUID]]
 ) -> None:
-    ids = sorted(set(entity_ids))
+    """Make ``rows`` (entity_id, document_id) the entity evidence of ``doc_ids``."""
+    ents, docs = [r[0] for r in rows], [r[1] for r in rows]
     await conn.execute(
-        "DELETE FROM entity_evidence WHERE document_id = $1 AND NOT (entity_id = ANY($2::uuid[]))",
-        doc_id,
-        ids,
-    )
-    if ids:
+        "DELETE FROM entity_evidence x WHERE x.document_id = ANY($1::uuid[]) AND NOT EXISTS ("
+        " SELECT 1 FROM unnest($2::uuid[], $3::uuid[]) AS k(e, d) WHERE k.e = x.entity_id AND k.d = x.document_id)",
+        list(doc_ids), ents, docs)
+    if rows:
         await conn.execute(
-            "INSERT INTO entity_evidence (entity_id, document_id) SELECT e, $1 FROM unnest($2::uuid[]) e"
-            " ON CONFLICT DO NOTHING",
-            doc_id,
-            ids,
-        )
+            "INSERT INTO entity_evidence (entity_id, document_id) SELECT DISTINCT e, d"
+            " FROM unnest($1::uuid[], $2::uuid[]) AS k(e, d) ON CONFLICT DO NOTHING", ents, docs)
 
 
 # --- facts -------------------------------------------------------------------------------------

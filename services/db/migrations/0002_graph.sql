@@ -62,8 +62,8 @@ CREATE TABLE facts (
     CHECK ((object_id IS NULL) <> (value IS NULL)),
     CHECK (valid_to IS NULL OR valid_to >= valid_from)
 );
-CREATE INDEX facts_subject ON facts (workspace, subject_id, predicate, valid_from);
-CREATE INDEX facts_object ON facts (workspace, object_id, predicate, valid_from) WHERE object_id IS NOT NULL;
+CREATE INDEX facts_subject ON facts (subject_id, predicate, valid_from);
+CREATE INDEX facts_object ON facts (object_id, predicate, valid_from) WHERE object_id IS NOT NULL;
 CREATE INDEX facts_subject_current ON facts (subject_id, predicate) WHERE invalidated_at IS NULL AND valid_to IS NULL;
 CREATE INDEX facts_object_current ON facts (object_id, predicate)
     WHERE invalidated_at IS NULL AND valid_to IS NULL AND object_id IS NOT NULL;
