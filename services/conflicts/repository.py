@@ -241,12 +241,19 @@ async def replace_entity_evidence(
     ents, docs = [r[0] for r in rows], [r[1] for r in rows]
     await conn.execute(
         "DELETE FROM entity_evidence x WHERE x.document_id = ANY($1::uuid[]) AND NOT EXISTS ("
-        " SELECT 1 FROM unnest($2::uuid[], $3::uuid[]) AS k(e, d) WHERE k.e = x.entity_id AND k.d = x.document_id)",
-        list(doc_ids), ents, docs)
+        " SELECT 1 FROM unnest($2::uuid[], $3::uuid[]) AS k(e, d)"
+        " WHERE k.e = x.entity_id AND k.d = x.document_id)",
+        list(doc_ids),
+        ents,
+        docs,
+    )
     if rows:
         await conn.execute(
             "INSERT INTO entity_evidence (entity_id, document_id) SELECT DISTINCT e, d"
-            " FROM unnest($1::uuid[], $2::uuid[]) AS k(e, d) ON CONFLICT DO NOTHING", ents, docs)
+            " FROM unnest($1::uuid[], $2::uuid[]) AS k(e, d) ON CONFLICT DO NOTHING",
+            ents,
+            docs,
+        )
 
 
 # --- facts -------------------------------------------------------------------------------------

@@ -53,7 +53,10 @@ async def entity_card(
         return None
     subj = [(row["type"], row["id"])]
     kw: dict[str, Any] = {
-        "as_of": as_of, "believed_as_of": believed_as_of, "as_of_grain": as_of_grain, "limit": FACT_LIMIT
+        "as_of": as_of,
+        "believed_as_of": believed_as_of,
+        "as_of_grain": as_of_grain,
+        "limit": FACT_LIMIT,
     }
     aliases = [
         r["alias"]
