@@ -14,9 +14,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from services.db.migrate import migrate  # noqa: E402
-from services.kafka.topics import ensure_topics  # noqa: E402
-from services.settings import Settings, load_settings  # noqa: E402
+from services.db.migrate import migrate
+from services.kafka.topics import ensure_topics
+from services.settings import Settings, load_settings
 
 
 def stack_env() -> dict[str, str]:
@@ -29,11 +29,20 @@ async def isolated_settings(tag: str, **overrides: Any) -> Settings:
     env = stack_env()
     t = f"{tag}{uuid.uuid4().hex[:8]}"
     base: dict[str, Any] = {
-        "database_url": env["DATABASE_URL"], "kafka_bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"],
-        "object_store_backend": "s3", "s3_endpoint": env["S3_ENDPOINT"], "s3_access_key": env["S3_ACCESS_KEY"],
-        "s3_secret_key": env["S3_SECRET_KEY"], "s3_secure": False, "s3_bucket": f"b-{t}",
-        "db_schema": f"bench_{t}", "topic_namespace": f"b{t}", "group_prefix": f"b{t}-",
-        "service_api_key": "bench-key", "embedding_provider": "hash", "topic_partitions": 12,
+        "database_url": env["DATABASE_URL"],
+        "kafka_bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"],
+        "object_store_backend": "s3",
+        "s3_endpoint": env["S3_ENDPOINT"],
+        "s3_access_key": env["S3_ACCESS_KEY"],
+        "s3_secret_key": env["S3_SECRET_KEY"],
+        "s3_secure": False,
+        "s3_bucket": f"b-{t}",
+        "db_schema": f"bench_{t}",
+        "topic_namespace": f"b{t}",
+        "group_prefix": f"b{t}-",
+        "service_api_key": "bench-key",
+        "embedding_provider": "hash",
+        "topic_partitions": 12,
     }
     base.update(overrides)
     settings = load_settings(_env_file=None, **base)

@@ -53,8 +53,7 @@ _TEMPLATES = [
     "quarter, and {p} will present them on {d}.",
     "I'm worried about {t}. {p} is out until {d} and nobody else has access to the dashboards, "
     "so let's get {p2} added as a backup owner today.",
-    "Reminder that {t} is on {d} at 3pm. {p} booked the big room; bring your laptop and the "
-    "notes from {p2}'s session.",
+    "Reminder that {t} is on {d} at 3pm. {p} booked the big room; bring your laptop and the notes from {p2}'s session.",
 ]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "next week", "the 14th"]
 

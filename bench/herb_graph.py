@@ -55,9 +55,7 @@ def _with_eid(person: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     ids = person.get("identities") or []
     for value in [str(i.get("value", "")) for i in ids]:
-        namespace = (
-            HERB_EID_NAMESPACE if _EID.fullmatch(value) else "herb_emp" if _EMP.fullmatch(value) else None
-        )
+        namespace = HERB_EID_NAMESPACE if _EID.fullmatch(value) else "herb_emp" if _EMP.fullmatch(value) else None
         if namespace and not any(i["namespace"] == namespace for i in ids):
             ids.append({"namespace": namespace, "value": value, "verified": True})
     return person
@@ -116,9 +114,7 @@ def pure_throughput(envs: list[ChangeEnvelope]) -> float:
     for env in envs:
         if env.document is None:
             continue
-        info = DocInfo(
-            uuid.uuid4(), WS, env.key, env.document.kind.value, env.document.title, 1, env.event_time, None
-        )
+        info = DocInfo(uuid.uuid4(), WS, env.key, env.document.kind.value, env.document.title, 1, env.event_time, None)
         extract_links(env.document.text, registry=registry, document=document_ref(info))
         if info.kind == "meeting":
             attendance_links(

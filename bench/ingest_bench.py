@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import subprocess
 import sys
-import random
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -32,8 +32,32 @@ from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
 
-WORDS = ("search relevance roadmap atlas compass platform latency budget migration postgres kafka vector "
-         "review design launch customer churn growth onboarding incident retro hiring quarter okr").split()
+WORDS = [
+    "search",
+    "relevance",
+    "roadmap",
+    "atlas",
+    "compass",
+    "platform",
+    "latency",
+    "budget",
+    "migration",
+    "postgres",
+    "kafka",
+    "vector",
+    "review",
+    "design",
+    "launch",
+    "customer",
+    "churn",
+    "growth",
+    "onboarding",
+    "incident",
+    "retro",
+    "hiring",
+    "quarter",
+    "okr",
+]
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
@@ -44,14 +68,19 @@ def make_envelopes(n: int, *, seed: int = 7, workspace: str = "default") -> list
     out = []
     for i in range(n):
         words = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(12, 40)))
-        out.append(ChangeEnvelope.model_validate({
-            "envelope_id": str(uuid.UUID(int=rnd.getrandbits(128))), "workspace": workspace,
-            "source": {"system": "slack", "external_id": f"C{i % 50}/{i}"},
-            "event_time": (T0 + timedelta(seconds=i)).isoformat(),
-            "document": {"kind": "message", "text": f"msg {i}: {words}."},
-            "author": {"email": rnd.choice(people)},
-            "acl": {"principals": [rnd.choice(groups)]},
-        }))
+        out.append(
+            ChangeEnvelope.model_validate(
+                {
+                    "envelope_id": str(uuid.UUID(int=rnd.getrandbits(128))),
+                    "workspace": workspace,
+                    "source": {"system": "slack", "external_id": f"C{i % 50}/{i}"},
+                    "event_time": (T0 + timedelta(seconds=i)).isoformat(),
+                    "document": {"kind": "message", "text": f"msg {i}: {words}."},
+                    "author": {"email": rnd.choice(people)},
+                    "acl": {"principals": [rnd.choice(groups)]},
+                }
+            )
+        )
     return out
 
 
@@ -108,8 +137,15 @@ async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
     rt = None
     if processes:
         orgmem = str(Path(sys.executable).with_name("orgmem"))
-        procs = [subprocess.Popen([orgmem, "run", "ingest"], env=settings_env(settings),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(processes)]
+        procs = [
+            subprocess.Popen(
+                [orgmem, "run", "ingest"],
+                env=settings_env(settings),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(processes)
+        ]
     else:
         rt = await start_runtime(settings, ["ingest"])
     try:
@@ -121,9 +157,15 @@ async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
             proc.terminate()
             proc.wait(30)
     res = await replay(settings, "ingest", start=None)
-    return {"envelopes": n, "ingest_processes": max(1, processes), "produce_per_s": round(n / produce_s),
-            "ingest_seconds": round(secs, 2), "ingest_envelopes_per_s": round(n / secs),
-            "replay_envelopes_per_s": round(res.per_second), "replay_seconds": round(res.seconds, 2)}
+    return {
+        "envelopes": n,
+        "ingest_processes": max(1, processes),
+        "produce_per_s": round(n / produce_s),
+        "ingest_seconds": round(secs, 2),
+        "ingest_envelopes_per_s": round(n / secs),
+        "replay_envelopes_per_s": round(res.per_second),
+        "replay_seconds": round(res.seconds, 2),
+    }
 
 
 async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
@@ -140,7 +182,8 @@ async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
                 rows = await conn.fetch(
                     "SELECT d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
                     " WHERE NOT c.is_parent AND c.embedding IS NOT NULL AND d.external_id = ANY($1::text[])",
-                    [k for k in sent_at if k not in seen_at])
+                    [k for k in sent_at if k not in seen_at],
+                )
                 now = time.perf_counter()
                 for r in rows:
                     seen_at.setdefault(r["external_id"], now)
@@ -148,8 +191,9 @@ async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
 
     try:
         poller = asyncio.create_task(poll())
-        async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes"),
-                                    linger_ms=0) as p:
+        async with EnvelopeProducer(
+            settings.kafka_bootstrap_servers, topic=settings.topic("envelopes"), linger_ms=0
+        ) as p:
             began = time.perf_counter()
             for i, env in enumerate(envs):
                 due = began + i / rate
@@ -164,9 +208,15 @@ async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
         await pool.close()
         await stop_runtime(rt)
     lat = [(seen_at[k] - sent_at[k]) * 1000 for k in sent_at]
-    return {"rate_per_s": rate, "envelopes": len(envs), "p50_ms": round(percentile(lat, 50), 1),
-            "p95_ms": round(percentile(lat, 95), 1), "p99_ms": round(percentile(lat, 99), 1),
-            "max_ms": round(max(lat), 1), "embedder": "hash"}
+    return {
+        "rate_per_s": rate,
+        "envelopes": len(envs),
+        "p50_ms": round(percentile(lat, 50), 1),
+        "p95_ms": round(percentile(lat, 95), 1),
+        "p99_ms": round(percentile(lat, 99), 1),
+        "max_ms": round(max(lat), 1),
+        "embedder": "hash",
+    }
 
 
 async def bench_embed(provider: str, n: int) -> dict[str, Any]:
@@ -181,8 +231,9 @@ async def bench_embed(provider: str, n: int) -> dict[str, Any]:
         await stop_runtime(rt)
     rt = await start_runtime(settings, ["embed"])
     try:
-        secs = await wait_count(settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL",
-                                n, 1200)
+        secs = await wait_count(
+            settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL", n, 1200
+        )
     finally:
         await stop_runtime(rt)
     return {"provider": provider, "chunks": n, "seconds": round(secs, 2), "chunks_per_s": round(n / secs, 1)}
@@ -201,13 +252,19 @@ async def main() -> None:
     embed_hash = await bench_embed("hash", 1000 if args.quick else 5000)
     embed_local = await bench_embed("local", 200 if args.quick else 1000)
     result = {
-        "benchmark": "ingest", "machine_note": "2 cores / 24 GB; medians over runs",
+        "benchmark": "ingest",
+        "machine_note": "2 cores / 24 GB; medians over runs",
         "ingest_envelopes_per_s_median": median([r["ingest_envelopes_per_s"] for r in ingest]),
         "replay_envelopes_per_s_median": median([r["replay_envelopes_per_s"] for r in ingest]),
         "ingest_envelopes_per_s_median_2_processes": median([r["ingest_envelopes_per_s"] for r in ingest_2p]),
-        "ingest_runs": ingest + ingest_2p, "produce_to_searchable": latency,
+        "ingest_runs": ingest + ingest_2p,
+        "produce_to_searchable": latency,
         "embed_stage": [embed_hash, embed_local],
-        "targets": {"ingest_envelopes_per_s": 1000, "p95_ms_at_200_per_s": 2000, "replay_envelopes_per_s": 500},
+        "targets": {
+            "ingest_envelopes_per_s": 1000,
+            "p95_ms_at_200_per_s": 2000,
+            "replay_envelopes_per_s": 500,
+        },
     }
     write_result("ingest", result)
 

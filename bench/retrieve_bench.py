@@ -130,8 +130,7 @@ class Org:
     def config(self) -> dict[str, Any]:
         groups: dict[str, Any] = {self.org: {"level": "org", "parent": None, "name": "org"}}
         groups |= {
-            d: {"level": "division", "parent": self.org, "name": f"div{i}"}
-            for i, d in enumerate(self.divisions)
+            d: {"level": "division", "parent": self.org, "name": f"div{i}"} for i, d in enumerate(self.divisions)
         }
         groups |= {t: {"level": "team", "parent": d, "name": "team"} for t, d in self.teams.items()}
         return {"groups": groups}
@@ -289,9 +288,7 @@ async def measure(call: Any, queries: list[tuple[str, Viewer]], concurrency: int
     return stats(lat) | {"requests_per_s": round(rps, 1), "concurrency": concurrency}
 
 
-async def dense_recall(
-    rt: Any, org: Org, texts: list[str], rng: random.Random, n: int = 100
-) -> dict[str, Any]:
+async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, n: int = 100) -> dict[str, Any]:
     """recall@10 of the production dense arm (and of a plain ef_search=40 HNSW scan) vs exact search."""
     svc = get_service(rt)
     cfg = sql.DenseConfig(rt.embedding.model, rt.embedding.dim, await svc.pgvector())
@@ -330,7 +327,7 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
     tag = uuid.uuid4().hex[:8]
     org = Org(rng)
     hier = Path(f"/tmp/orgmem-bench-{tag}.json")
-    hier.write_text(json.dumps(org.config()))  # noqa: ASYNC240
+    hier.write_text(json.dumps(org.config()))
     s = load_settings(
         _env_file=".env",
         db_schema=f"bench_{tag}",
@@ -384,9 +381,7 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
             result["http"] = await measure(over_http, queries, args.concurrency)
         server.should_exit = True
         await serve_task
-        async with OrgMemoryClient.kafka(
-            s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30
-        ) as om:
+        async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
 
             async def over_kafka(q: str, v: Viewer) -> None:
                 await om.retrieve_context({"query": q}, principal_id=v.principal_id, groups=v.groups)
@@ -402,7 +397,7 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
             conn = await asyncpg.connect(s.database_url)
             await conn.execute(f"DROP SCHEMA {quote_ident(s.db_schema)} CASCADE")
             await conn.close()
-        hier.unlink(missing_ok=True)  # noqa: ASYNC240
+        hier.unlink(missing_ok=True)
     return result
 
 

@@ -42,8 +42,7 @@ class EmbedHandler:
                 events.append((record, ChunksToEmbed.model_validate_json(record.value)))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}",
-                                                                         field=loc))
+                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
         model = self.embedder.model
         ids = list(dict.fromkeys(cid for _, ev in events for cid in ev.chunk_ids))
         async with self.pool.acquire() as conn:
@@ -74,6 +73,14 @@ class EmbedHandler:
             if todo:
                 total = sum(workspaces.values())
                 for ws, n in workspaces.items():
-                    await repo.record_spend(conn, ws, self.provider, model, "embed", round(calls * n / total),
-                                            round(len(todo) * n / total), round(tokens * n / total))
+                    await repo.record_spend(
+                        conn,
+                        ws,
+                        self.provider,
+                        model,
+                        "embed",
+                        round(calls * n / total),
+                        round(len(todo) * n / total),
+                        round(tokens * n / total),
+                    )
         self.embedded_total += len(pending)

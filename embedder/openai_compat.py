@@ -164,9 +164,7 @@ class OpenAICompatEmbedder:
 def _normalized(vector: list[float], model: str, index: int) -> list[float]:
     norm = math.sqrt(math.fsum(float(x) * float(x) for x in vector))
     if not math.isfinite(norm) or norm == 0.0:
-        raise VendorRejectedError(
-            "embedding vendor returned a zero or non-finite vector", model=model, index=index
-        )
+        raise VendorRejectedError("embedding vendor returned a zero or non-finite vector", model=model, index=index)
     return [float(x) / norm for x in vector]
 
 

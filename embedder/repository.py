@@ -72,7 +72,10 @@ async def cached_vectors(conn: asyncpg.Connection, hashes: Sequence[str], model:
 
 
 async def store_vectors(
-    conn: asyncpg.Connection, model: str, new_cache: dict[str, list[float]], assign: Sequence[tuple[uuid.UUID, str]],
+    conn: asyncpg.Connection,
+    model: str,
+    new_cache: dict[str, list[float]],
+    assign: Sequence[tuple[uuid.UUID, str]],
     vectors: dict[str, object],
 ) -> int:
     """Insert new cache rows and set the chunks' vectors (only if their text is still the same)."""
@@ -90,12 +93,26 @@ async def store_vectors(
     return len(assign)
 
 
-async def record_spend(conn: asyncpg.Connection, workspace: str, provider: str, model: str, purpose: str,
-                       calls: int, items: int, tokens: int) -> None:
+async def record_spend(
+    conn: asyncpg.Connection,
+    workspace: str,
+    provider: str,
+    model: str,
+    purpose: str,
+    calls: int,
+    items: int,
+    tokens: int,
+) -> None:
     await conn.execute(
         "INSERT INTO spend (day, workspace, provider, model, purpose, calls, items, tokens)"
         " VALUES (current_date, $1, $2, $3, $4, $5, $6, $7)"
         " ON CONFLICT (day, workspace, provider, model, purpose) DO UPDATE SET calls = spend.calls + EXCLUDED.calls,"
         " items = spend.items + EXCLUDED.items, tokens = spend.tokens + EXCLUDED.tokens",
-        workspace, provider, model, purpose, calls, items, tokens,
+        workspace,
+        provider,
+        model,
+        purpose,
+        calls,
+        items,
+        tokens,
     )

@@ -37,15 +37,24 @@ def runtime_embedder(rt: Runtime) -> Embedder:
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> EmbedHandler:
-    return EmbedHandler(pool=rt.pool, embedder=runtime_embedder(rt), provider=rt.settings.embedding_provider,
-                        dead_letters=dead_letters)
+    return EmbedHandler(
+        pool=rt.pool,
+        embedder=runtime_embedder(rt),
+        provider=rt.settings.embedding_provider,
+        dead_letters=dead_letters,
+    )
 
 
 def register(rt: Runtime) -> None:
     s = rt.settings
     late = LateHandler()
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic(TOPIC), handler=late,
+        rt.broker,
+        s,
+        rt.publisher,
+        stage=STAGE,
+        topic=s.topic(TOPIC),
+        handler=late,
         max_records=max(1, s.embed_batch_size // 2),
         description="Embeds chunks that lack a vector for the configured model (cache + carry-over first)",
     )

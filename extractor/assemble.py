@@ -60,9 +60,7 @@ def meeting_ref(doc: DocInfo) -> EntityRef:
     return EntityRef("meeting", doc.title or doc.key, ("meeting", str(meeting_uuid(doc.id))))
 
 
-def graph_event_id(
-    doc_id: uuid.UUID, version: int, deleted: bool, extractor: str, extractor_version: str
-) -> uuid.UUID:
+def graph_event_id(doc_id: uuid.UUID, version: int, deleted: bool, extractor: str, extractor_version: str) -> uuid.UUID:
     return event_id("graph", doc_id, version, deleted, extractor, extractor_version)
 
 
@@ -90,9 +88,7 @@ def identity_groups(env: ChangeEnvelope | None, author_person_id: uuid.UUID | No
     people = ([(env.author, author_person_id)] if env.author else []) + [(p, None) for p in env.participants]
     for person, pid in people:
         keys = [IdentityKey(namespace="email", value=person.email.lower())] if person.email else []
-        keys += [
-            IdentityKey(namespace=i.namespace, value=i.value, verified=i.verified) for i in person.identities
-        ]
+        keys += [IdentityKey(namespace=i.namespace, value=i.value, verified=i.verified) for i in person.identities]
         if keys:
             out.append(PersonIdentities(person_id=pid, display_name=person.display_name, keys=keys))
     return out
@@ -196,9 +192,7 @@ def assemble(
                     evidence=Evidence(document_id=doc.id),
                 )
             )
-    context = list(
-        dict.fromkeys([*([doc.author_person_id] if doc.author_person_id else []), *doc.participant_ids])
-    )
+    context = list(dict.fromkeys([*([doc.author_person_id] if doc.author_person_id else []), *doc.participant_ids]))
     return GraphEvent(
         event_id=graph_event_id(doc.id, doc.version, False, extractor, extractor_version),
         workspace=doc.workspace,
@@ -216,9 +210,7 @@ def assemble(
     )
 
 
-def deleted_event(
-    doc: DocInfo, extractor: str = EXTRACTOR, extractor_version: str = EXTRACTOR_VERSION
-) -> GraphEvent:
+def deleted_event(doc: DocInfo, extractor: str = EXTRACTOR, extractor_version: str = EXTRACTOR_VERSION) -> GraphEvent:
     """A tombstone: the conflicts stage drops the document from every evidence list."""
     return GraphEvent(
         event_id=graph_event_id(doc.id, doc.version, True, extractor, extractor_version),

@@ -99,9 +99,7 @@ class ExtractHandler:
                 events.append(DocumentEvent.model_validate_json(record.value))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(
-                    record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc)
-                )
+                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
         if not events:
             return
         latest: dict[uuid.UUID, DocumentEvent] = {}
@@ -121,9 +119,7 @@ class ExtractHandler:
                 if texts[d] is None:
                     texts[d] = await repo.document_text(conn, d)
             graph: list[GraphEvent] = []
-            derived: list[
-                tuple[DocInfo, list[ExtractedLink], list[StructuredClaim], ChangeEnvelope | None]
-            ] = []
+            derived: list[tuple[DocInfo, list[ExtractedLink], list[StructuredClaim], ChangeEnvelope | None]] = []
             for d in wanted:
                 if d not in docs:
                     continue
@@ -150,10 +146,7 @@ class ExtractHandler:
             await repo.claim_events(conn, [str(ev.event_id) for ev in events])
             await repo.record_spend(conn, spend)
         await self.publisher.send_many(
-            [
-                (self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"})
-                for g in graph
-            ]
+            [(self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"}) for g in graph]
         )
         self.stats.documents += len(graph)
         self.stats.links += sum(len(g.facts) for g in graph)
@@ -199,9 +192,7 @@ class ExtractHandler:
                 for ref in (link.subject, link.object)
                 if ref is not None and ref.type == "person" and ref.identity is not None
             }
-            ws |= {
-                c.object.identity for c in claims if c.object is not None and c.object.identity is not None
-            }
+            ws |= {c.object.identity for c in claims if c.object is not None and c.object.identity is not None}
         return {ws: await repo.resolve_keys(conn, ws, k) for ws, k in keys.items()}
 
     async def _envelopes(self, rows: Sequence[asyncpg.Record]) -> dict[uuid.UUID, ChangeEnvelope | None]:

@@ -58,18 +58,13 @@ class LlmExtractor:
     def from_settings(cls, s: Settings, registry: Registry) -> LlmExtractor:
         key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
         if not key and not s.llm_base_url:
-            raise ConfigurationError(
-                "LLM extraction needs LLM_API_KEY or LLM_BASE_URL", setting="LLM_API_KEY"
-            )
-        client = openai.AsyncOpenAI(
-            api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=60
-        )
+            raise ConfigurationError("LLM extraction needs LLM_API_KEY or LLM_BASE_URL", setting="LLM_API_KEY")
+        client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=60)
         return cls(client, model=s.llm_model, registry=registry)
 
     def take_spend(self) -> list[tuple[object, ...]]:
         rows: list[tuple[object, ...]] = [
-            (date.today(), ws, self.provider, self.model, PURPOSE, c, i, t)
-            for ws, (c, i, t) in self._spend.items()
+            (date.today(), ws, self.provider, self.model, PURPOSE, c, i, t) for ws, (c, i, t) in self._spend.items()
         ]
         self._spend.clear()
         return rows

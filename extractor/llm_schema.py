@@ -108,9 +108,7 @@ def system_prompt(registry: Registry) -> str:
     ]
     for spec in registry.predicates:
         target = "literal value" if spec.is_literal else "|".join(spec.object_types)
-        lines.append(
-            f"- {spec.name}: {'|'.join(spec.subject_types)} -> {target}. {spec.description}".rstrip()
-        )
+        lines.append(f"- {spec.name}: {'|'.join(spec.subject_types)} -> {target}. {spec.description}".rstrip())
     return "\n".join(lines)
 
 
@@ -138,9 +136,7 @@ def parse_llm_output(
     return list(parsed.links)
 
 
-def inspect_llm_output(
-    obj: object, registry: Registry, *, text: str | None = None, offset: int = 0
-) -> LlmParse:
+def inspect_llm_output(obj: object, registry: Registry, *, text: str | None = None, offset: int = 0) -> LlmParse:
     """Like ``parse_llm_output`` but returns the rejections instead of logging them."""
     data = _decode(obj)
     items = data.get("links")
@@ -154,9 +150,7 @@ def inspect_llm_output(
         except ValueError as exc:
             rejected.append(LlmRejection(index, str(exc)))
     if len(items) > MAX_LINKS:
-        rejected.append(
-            LlmRejection(MAX_LINKS, f"{len(items) - MAX_LINKS} items beyond the {MAX_LINKS}-item cap")
-        )
+        rejected.append(LlmRejection(MAX_LINKS, f"{len(items) - MAX_LINKS} items beyond the {MAX_LINKS}-item cap"))
     return LlmParse(tuple(dedup_links(links)), tuple(rejected))
 
 

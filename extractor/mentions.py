@@ -57,9 +57,7 @@ MentionKind = Literal["eid", "at_name", "roster", "speaker", "reviewer"]
 
 _EID_MENTION = re.compile(r"(?<![\w@'])(?P<at>@)?'?(?P<eid>eid_[0-9a-f]{6,12})'?(?![0-9A-Za-z_])")
 _AT_NAME = re.compile(r"(?<![\w@])@(?P<name>[A-Z][A-Za-z'’-]{0,30}(?:[ \t][A-Z][A-Za-z'’-]{0,30})?)")
-_REVIEW = re.compile(
-    r"\[review (?P<state>[A-Z_]{1,30}) by @?(?:(?P<eid>eid_[0-9a-f]{6,12})|(?P<emp>EMP_\d{3,12}))\]"
-)
+_REVIEW = re.compile(r"\[review (?P<state>[A-Z_]{1,30}) by @?(?:(?P<eid>eid_[0-9a-f]{6,12})|(?P<emp>EMP_\d{3,12}))\]")
 _PERSON_NAME = re.compile(r"[A-Z][\w.'’-]{0,40}(?: [A-Z][\w.'’-]{0,40}){0,4}")
 _SPEAKER = re.compile(r"(?P<name>[A-Z][\w.'’-]{0,40}(?: [A-Z][\w.'’-]{0,40}){0,4}):[ \t]")
 _ROSTER_HEADER = re.compile(r"(?i)(?:attendees|participants)[ \t]*(?::[ \t]*|$)")
@@ -101,9 +99,7 @@ def find_person_mentions(text: str) -> list[PersonMention]:
     return found
 
 
-def mention_links(
-    text: str, *, registry: Registry, document: EntityRef = SOURCE_DOCUMENT
-) -> list[ExtractedLink]:
+def mention_links(text: str, *, registry: Registry, document: EntityRef = SOURCE_DOCUMENT) -> list[ExtractedLink]:
     """``document -mentioned-> person`` for every person mention, plus ``reviewed`` for PR reviews."""
     links: list[ExtractedLink] = []
     for mention in find_person_mentions(text):

@@ -80,9 +80,7 @@ _PERSON_SHAPE = re.compile(
 )
 
 
-def extract_links(
-    text: str, *, registry: Registry, document: EntityRef = SOURCE_DOCUMENT
-) -> list[ExtractedLink]:
+def extract_links(text: str, *, registry: Registry, document: EntityRef = SOURCE_DOCUMENT) -> list[ExtractedLink]:
     """All registry-allowed links in ``text``, deduplicated, spans in ``text`` coordinates.
 
     ``document`` is the subject of ``mentioned`` links (default: the ``SOURCE_DOCUMENT`` placeholder).
@@ -227,9 +225,7 @@ def _bare_mentions(
     document: EntityRef,
 ) -> list[ExtractedLink]:
     taken = {ref.name.casefold() for link in typed for ref in (link.subject, link.object) if ref is not None}
-    people = {
-        ref.name.casefold(): ref.name for ref in (*_people(typed, mentions), *parse_meeting(text).people)
-    }
+    people = {ref.name.casefold(): ref.name for ref in (*_people(typed, mentions), *parse_meeting(text).people)}
     spans = [p.span for p in find_person_mentions(text)] + [link.span for link in (*typed, *mentions)]
     covered = _Intervals(spans + [m.span() for m in _HEADING.finditer(text)])
     candidates: dict[str, _Candidate] = {}

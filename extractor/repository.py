@@ -9,12 +9,12 @@ from typing import Any
 
 import asyncpg
 
+from services.db import processed
+
 STAGE = "extract"
 
 
-async def load_documents(
-    conn: asyncpg.Connection, ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, asyncpg.Record]:
+async def load_documents(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
     rows = await conn.fetch(
         "SELECT id, workspace, source_system, external_id, kind, title, event_time, deleted_at,"
         " current_version,"
@@ -72,20 +72,9 @@ async def resolve_keys(
     return {(r["namespace"], r["value"]): r["person_id"] for r in rows}
 
 
-async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
-    rows = await conn.fetch(
-        "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
-        " ON CONFLICT DO NOTHING RETURNING event_key",
-        STAGE,
-        list(keys),
-    )
-    return {r["event_key"] for r in rows}
-
-
 async def spent_today(conn: asyncpg.Connection, workspace: str, purpose: str) -> int:
     value = await conn.fetchval(
-        "SELECT COALESCE(sum(tokens), 0) FROM spend WHERE day = current_date AND workspace = $1 AND purpose"
-        " = $2",
+        "SELECT COALESCE(sum(tokens), 0) FROM spend WHERE day = current_date AND workspace = $1 AND purpose = $2",
         workspace,
         purpose,
     )
@@ -107,3 +96,8 @@ async def record_spend(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ...]]
 
 def today() -> date:
     return date.today()
+
+
+async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
+    """This stage's processed-event claim (``services.db.processed``)."""
+    return await processed.claim_events(conn, STAGE, keys)

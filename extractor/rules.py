@@ -86,9 +86,7 @@ class Rule:
 
 def _names(raw: str) -> list[str]:
     return [
-        part
-        for part in re.split(r",[ \t]{0,3}(?:(?:and|&)[ \t]{1,3})?|[ \t]{1,3}(?:and|&)[ \t]{1,3}", raw)
-        if part
+        part for part in re.split(r",[ \t]{0,3}(?:(?:and|&)[ \t]{1,3})?|[ \t]{1,3}(?:and|&)[ \t]{1,3}", raw) if part
     ]
 
 

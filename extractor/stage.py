@@ -6,20 +6,20 @@ process at boot. The LLM path is enabled only when ``LLM_BASE_URL`` or ``LLM_API
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from extractor.handler import ExtractHandler, LinkSource
 from schemas.graph import GraphEvent
 from services.kafka.app import document_publisher, subscribe_batch
-from services.kafka.records import Record
+from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
+from services.stagekit import LateHandler
 from services.taxonomy import default_registry, load_registry
 
 STAGE = "extract"
+TOPIC = "documents"
 BATCH = 200
 
 
-def register(rt: Runtime) -> None:
+def build_handler(rt: Runtime, dead_letters: DeadLetters) -> ExtractHandler:
     s = rt.settings
     registry = load_registry(s.taxonomy_registry_path) if s.taxonomy_registry_path else default_registry()
     llm: LinkSource | None = rt.extras.get("llm_extractor")
@@ -27,23 +27,7 @@ def register(rt: Runtime) -> None:
         from extractor.llm import LlmExtractor
 
         llm = LlmExtractor.from_settings(s, registry)
-    handler: ExtractHandler | None = None
-
-    async def handle(records: Sequence[Record]) -> None:
-        assert handler is not None
-        await handler(records)
-
-    dead_letters = subscribe_batch(
-        rt.broker,
-        s,
-        rt.publisher,
-        stage=STAGE,
-        topic=s.topic("documents"),
-        handler=handle,
-        max_records=BATCH,
-        description="Extracts registry-bound entities, claims and relationships (zero-LLM by default)",
-    )
-    handler = ExtractHandler(
+    return ExtractHandler(
         pool=rt.pool,
         store=rt.store,
         publisher=rt.publisher,
@@ -52,5 +36,22 @@ def register(rt: Runtime) -> None:
         registry=registry,
         llm=llm,
     )
+
+
+def register(rt: Runtime) -> None:
+    s = rt.settings
+    late = LateHandler()
+    dead_letters = subscribe_batch(
+        rt.broker,
+        s,
+        rt.publisher,
+        stage=STAGE,
+        topic=s.topic(TOPIC),
+        handler=late,
+        max_records=BATCH,
+        description="Extracts registry-bound entities, claims and relationships (zero-LLM by default)",
+    )
+    handler = build_handler(rt, dead_letters)
     rt.extras["extract_handler"] = handler
+    late.bind(handler)
     document_publisher(rt.broker, s.topic("graph"), GraphEvent, "extractor -> conflicts")

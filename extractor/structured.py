@@ -154,9 +154,7 @@ def _entity_from_mapping(item: Mapping[object, object], spec: PredicateSpec) -> 
     entity_type = item.get("type", spec.object_types[0])
     name = item.get("name")
     if not isinstance(entity_type, str) or entity_type not in spec.object_types:
-        raise _Reject(
-            f"type {entity_type!r} is not an object type of {spec.name!r} ({list(spec.object_types)})"
-        )
+        raise _Reject(f"type {entity_type!r} is not an object type of {spec.name!r} ({list(spec.object_types)})")
     identity_raw = item.get("identity")
     identity: tuple[str, str] | None = None
     if identity_raw is not None:

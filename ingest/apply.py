@@ -71,8 +71,13 @@ def document_content_hash(env: ChangeEnvelope) -> str:
 
 def _acl(env: ChangeEnvelope, state: DocState) -> tuple[DocState, bool]:
     acl_time = env.effective_acl_time
-    if env.op is Op.UPSERT and env.acl.acl_event_time is None and state.acl_event_time is not None \
-            and not env.acl.principals and state.principals:
+    if (
+        env.op is Op.UPSERT
+        and env.acl.acl_event_time is None
+        and state.acl_event_time is not None
+        and not env.acl.principals
+        and state.principals
+    ):
         # An upsert that says nothing about access keeps the current ACL.
         return state, False
     if state.acl_event_time is not None and acl_time < state.acl_event_time:
@@ -84,11 +89,24 @@ def _acl(env: ChangeEnvelope, state: DocState) -> tuple[DocState, bool]:
 
 def empty_state(env: ChangeEnvelope, doc_id: uuid.UUID) -> DocState:
     return DocState(
-        id=doc_id, workspace=env.workspace, source_system=env.source.system, external_id=env.source.external_id,
-        kind=env.document.kind.value if env.document else "unknown", title=None, url=env.source.url,
-        thread_external_id=None, parent_external_id=None, author_person_id=None, event_time=env.event_time,
-        deleted_at=None, current_version=0, content_hash=None, principals=(), acl_event_time=None,
-        blob_key=None, structured_fields="{}",
+        id=doc_id,
+        workspace=env.workspace,
+        source_system=env.source.system,
+        external_id=env.source.external_id,
+        kind=env.document.kind.value if env.document else "unknown",
+        title=None,
+        url=env.source.url,
+        thread_external_id=None,
+        parent_external_id=None,
+        author_person_id=None,
+        event_time=env.event_time,
+        deleted_at=None,
+        current_version=0,
+        content_hash=None,
+        principals=(),
+        acl_event_time=None,
+        blob_key=None,
+        structured_fields="{}",
     )
 
 
@@ -134,9 +152,16 @@ def apply_envelope(
     revived = cur.deleted_at is not None
     d = env.document
     cur = replace(
-        cur, kind=d.kind.value, title=d.title, url=env.source.url, thread_external_id=d.thread_external_id,
-        parent_external_id=d.parent_external_id, author_person_id=author_person_id, event_time=env.event_time,
-        deleted_at=None, structured_fields=json.dumps(env.structured_fields, sort_keys=True, default=str),
+        cur,
+        kind=d.kind.value,
+        title=d.title,
+        url=env.source.url,
+        thread_external_id=d.thread_external_id,
+        parent_external_id=d.parent_external_id,
+        author_person_id=author_person_id,
+        event_time=env.event_time,
+        deleted_at=None,
+        structured_fields=json.dumps(env.structured_fields, sort_keys=True, default=str),
     )
     if h != cur.content_hash or revived or not cur.has_content:
         cur = replace(cur, current_version=cur.current_version + 1, content_hash=h, blob_key=blob_key)

@@ -33,8 +33,8 @@ from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
-from services.replaying import REPLAYING
 from services.objectstore.port import ObjectStore
+from services.replaying import REPLAYING
 
 log = logging.getLogger("orgmem.ingest")
 PENDING_BLOB = ""  # replaced by _assign_archive once the batch is applied
@@ -106,9 +106,10 @@ class IngestHandler:
             raise
         await self.publisher.send_many(events)
 
-    async def _apply(self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str]) -> dict[
-            uuid.UUID, tuple[DocState, DocumentChange]]:
-        fresh = await repo.claim_events(conn, repo.STAGE, [str(p.env.envelope_id) for p in parsed])
+    async def _apply(
+        self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str]
+    ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
+        fresh = await repo.claim_events(conn, [str(p.env.envelope_id) for p in parsed])
         new = [p for p in parsed if str(p.env.envelope_id) in fresh]
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)
@@ -125,8 +126,9 @@ class IngestHandler:
         outcomes: list[Outcome] = []
         for i, p in enumerate(new):
             doc_id = document_id(p.env.key)
-            outcome = apply_envelope(p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i),
-                                     blob_key=PENDING_BLOB)
+            outcome = apply_envelope(
+                p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i), blob_key=PENDING_BLOB
+            )
             states[doc_id] = outcome.after
             outcomes.append(outcome)
         archives = self._assign_archive(new, outcomes, states)
@@ -137,13 +139,24 @@ class IngestHandler:
                 content_docs[o.after.id] = (o, i)
         final = {o.after.id: states[o.after.id] for o in outcomes}
         await repo.save_states(conn, list(final.values()))
-        await repo.insert_versions(conn, [
-            (o.after.id, o.after.current_version, o.envelope.envelope_id, o.envelope.op.value, o.envelope.event_time,
-             o.after.content_hash, o.after.blob_key)
-            for o in outcomes if o.content_changed
-        ])
+        await repo.insert_versions(
+            conn,
+            [
+                (
+                    o.after.id,
+                    o.after.current_version,
+                    o.envelope.envelope_id,
+                    o.envelope.op.value,
+                    o.envelope.event_time,
+                    o.after.content_hash,
+                    o.after.blob_key,
+                )
+                for o in outcomes
+                if o.content_changed
+            ],
+        )
         chunk_rows = []
-        for doc_id, (o, i) in content_docs.items():
+        for doc_id, (o, _) in content_docs.items():
             s = final[doc_id]
             if s.deleted_at is not None:
                 continue
@@ -152,19 +165,35 @@ class IngestHandler:
             ids = {pl.ordinal: chunk_id(doc_id, s.current_version, pl.ordinal) for pl in plans}
             for pl in plans:
                 hashed = pl.content_hash if pl.is_parent else content_hash(embedding_input(s.title, pl.text))
-                chunk_rows.append((
-                    ids[pl.ordinal], doc_id, s.workspace,
-                    None if pl.parent_ordinal is None else ids[pl.parent_ordinal], pl.is_parent, pl.ordinal,
-                    pl.start, pl.end, pl.text, s.title, hashed, list(s.principals), s.event_time, s.source_system,
-                    s.kind, s.author_person_id,
-                ))
+                chunk_rows.append(
+                    (
+                        ids[pl.ordinal],
+                        doc_id,
+                        s.workspace,
+                        None if pl.parent_ordinal is None else ids[pl.parent_ordinal],
+                        pl.is_parent,
+                        pl.ordinal,
+                        pl.start,
+                        pl.end,
+                        pl.text,
+                        s.title,
+                        hashed,
+                        list(s.principals),
+                        s.event_time,
+                        s.source_system,
+                        s.kind,
+                        s.author_person_id,
+                    )
+                )
         await repo.replace_chunks(conn, list(content_docs), chunk_rows)
         await repo.carry_over_embeddings(conn, list(content_docs), self.embedding_model)
         await repo.sync_chunk_access(conn, list(final.values()))
         part_docs = [doc_id for doc_id, _ in content_docs.items()]
-        await repo.replace_participants(conn, part_docs, [
-            (doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])
-        ])
+        await repo.replace_participants(
+            conn,
+            part_docs,
+            [(doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])],
+        )
         for o in outcomes:
             s = final[o.after.id]
             if s.deleted_at is not None:
@@ -183,8 +212,9 @@ class IngestHandler:
         # Archive the raw envelopes last, still inside the transaction (Postgres first, then object store):
         # one object per workspace; a failure raises and rolls the whole batch back.
         for key, items in archives.items():
-            await self.store.put(key, encode_batch([p.record.value for p in items]),
-                                 content_type="application/x-ndjson")
+            await self.store.put(
+                key, encode_batch([p.record.value for p in items]), content_type="application/x-ndjson"
+            )
             written.append(key)
         return touched
 
@@ -210,8 +240,11 @@ class IngestHandler:
             items.append(p)
             if o.content_changed:
                 o.after = replace(o.after, blob_key=blob)
-                states[o.after.id] = replace(states[o.after.id], blob_key=blob) if states[o.after.id].current_version \
-                    == o.after.current_version else states[o.after.id]
+                states[o.after.id] = (
+                    replace(states[o.after.id], blob_key=blob)
+                    if states[o.after.id].current_version == o.after.current_version
+                    else states[o.after.id]
+                )
         return archives
 
     async def _resolve_people(
@@ -249,15 +282,26 @@ class IngestHandler:
             key = f"{s.workspace}/{s.source_system}/{s.external_id}".encode()
             ev = DocumentEvent(
                 event_id=event_id(doc_id, s.current_version, change.value, s.acl_event_time, s.deleted_at),
-                change=change, workspace=s.workspace, document_id=doc_id, key=key.decode(),
-                version=s.current_version, kind=s.kind, event_time=s.event_time,
-                author_person_id=s.author_person_id, participant_person_ids=participants.get(doc_id, []),
+                change=change,
+                workspace=s.workspace,
+                document_id=doc_id,
+                key=key.decode(),
+                version=s.current_version,
+                kind=s.kind,
+                event_time=s.event_time,
+                author_person_id=s.author_person_id,
+                participant_person_ids=participants.get(doc_id, []),
                 principals=list(s.principals),
             )
             events.append((self.documents_topic, ev.model_dump_json().encode(), key, {"x-event-type": "document"}))
             if doc_id in pending and s.deleted_at is None:
-                msg = ChunksToEmbed(workspace=s.workspace, document_id=doc_id, version=s.current_version,
-                                    chunk_ids=pending[doc_id], embedding_model=self.embedding_model)
+                msg = ChunksToEmbed(
+                    workspace=s.workspace,
+                    document_id=doc_id,
+                    version=s.current_version,
+                    chunk_ids=pending[doc_id],
+                    embedding_model=self.embedding_model,
+                )
                 events.append((self.chunks_topic, msg.model_dump_json().encode(), key, {"x-event-type": "chunks"}))
         return events
 

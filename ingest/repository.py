@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from ingest.apply import DocState
-from services.replaying import REPLAYING
+from services.db import processed
 
 STAGE = "ingest"
 DOC_COLUMNS = (
@@ -19,28 +19,11 @@ DOC_COLUMNS = (
 )
 
 
-async def claim_events(conn: asyncpg.Connection, stage: str, keys: Sequence[str]) -> set[str]:
-    """Record ``keys`` as processed by ``stage``; returns the ones that were NOT processed before.
-
-    In replay mode every key counts as new (the apply logic is idempotent)."""
-    rows = await conn.fetch(
-        "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
-        " ON CONFLICT DO NOTHING RETURNING event_key",
-        stage,
-        list(keys),
-    )
-    if REPLAYING.get():
-        return set(keys)
-    return {r["event_key"] for r in rows}
-
-
 async def load_states(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DocState]:
     rows = await conn.fetch(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE", list(ids)
     )
-    return {
-        r["id"]: DocState(**{k: (tuple(v) if k == "principals" else v) for k, v in dict(r).items()}) for r in rows
-    }
+    return {r["id"]: DocState(**{k: (tuple(v) if k == "principals" else v) for k, v in dict(r).items()}) for r in rows}
 
 
 async def save_states(conn: asyncpg.Connection, states: Sequence[DocState]) -> None:
@@ -58,9 +41,24 @@ async def save_states(conn: asyncpg.Connection, states: Sequence[DocState]) -> N
         " structured_fields = EXCLUDED.structured_fields, updated_at = now()",
         [
             (
-                s.id, s.workspace, s.source_system, s.external_id, s.kind, s.title, s.url, s.thread_external_id,
-                s.parent_external_id, s.author_person_id, s.event_time, s.deleted_at, s.current_version,
-                s.content_hash, list(s.principals), s.acl_event_time, s.blob_key, s.structured_fields,
+                s.id,
+                s.workspace,
+                s.source_system,
+                s.external_id,
+                s.kind,
+                s.title,
+                s.url,
+                s.thread_external_id,
+                s.parent_external_id,
+                s.author_person_id,
+                s.event_time,
+                s.deleted_at,
+                s.current_version,
+                s.content_hash,
+                list(s.principals),
+                s.acl_event_time,
+                s.blob_key,
+                s.structured_fields,
             )
             for s in states
         ],
@@ -77,7 +75,9 @@ async def insert_versions(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ..
         )
 
 
-async def replace_chunks(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], rows: Sequence[tuple[Any, ...]]) -> None:
+async def replace_chunks(
+    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], rows: Sequence[tuple[Any, ...]]
+) -> None:
     """Drop the documents' chunks and insert ``rows`` (current version only).
 
     row: (id, document_id, workspace, parent_id, is_parent, ordinal, char_start, char_end, text, title,
@@ -156,3 +156,8 @@ async def participant_ids(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]
     for r in rows:
         out.setdefault(r["document_id"], []).append(r["person_id"])
     return out
+
+
+async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
+    """This stage's processed-event claim (``services.db.processed``)."""
+    return await processed.claim_events(conn, STAGE, keys)

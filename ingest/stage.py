@@ -17,8 +17,13 @@ TOPIC = "envelopes"
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
     s = rt.settings
     return IngestHandler(
-        pool=rt.pool, store=rt.store, publisher=rt.publisher, dead_letters=dead_letters,
-        documents_topic=s.topic("documents"), chunks_topic=s.topic("chunks"), embedding_model=rt.embedding.model,
+        pool=rt.pool,
+        store=rt.store,
+        publisher=rt.publisher,
+        dead_letters=dead_letters,
+        documents_topic=s.topic("documents"),
+        chunks_topic=s.topic("chunks"),
+        embedding_model=rt.embedding.model,
     )
 
 
@@ -26,7 +31,12 @@ def register(rt: Runtime) -> None:
     s = rt.settings
     late = LateHandler()
     dead_letters = subscribe_batch(
-        rt.broker, s, rt.publisher, stage=STAGE, topic=s.topic(TOPIC), handler=late,
+        rt.broker,
+        s,
+        rt.publisher,
+        stage=STAGE,
+        topic=s.topic(TOPIC),
+        handler=late,
         max_records=s.ingest_batch_size,
         description="Applies ChangeEnvelopes to the Postgres projection and archives them in the object store",
     )

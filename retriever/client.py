@@ -192,9 +192,7 @@ class OrgMemoryClient:
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
     ) -> RetrieveContextResponse:
         req = RetrieveContextRequest.model_validate(request)
-        return await self._call(
-            "retrieve_context", req, RetrieveContextResponse, principal_id, groups, timeout
-        )
+        return await self._call("retrieve_context", req, RetrieveContextResponse, principal_id, groups, timeout)
 
     async def search_knowledge_base(
         self,

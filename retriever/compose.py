@@ -57,9 +57,7 @@ def resolve_time(
         return TimeAxes(None, None, grain, filters.date_from, filters.date_to, None, plan, "none")
     eff_grain = grain or plan.grain
     if plan.kind == "point":
-        return TimeAxes(
-            plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner"
-        )
+        return TimeAxes(plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
     if plan.range_start is not None and plan.range_end is not None:
         return TimeAxes(
             None,
@@ -170,8 +168,6 @@ def fusion_diagnostics(diag: Mapping[str, Any], visible: set[str]) -> dict[str, 
     out["missing_hits"] = len(diag.get("missing_hits") or [])
     out["below_floor"] = [i for i in diag.get("below_floor") or [] if i in visible]
     out["dropped_duplicates"] = [
-        d
-        for d in diag.get("dropped_duplicates") or []
-        if d["chunk_id"] in visible and d["kept"] in visible
+        d for d in diag.get("dropped_duplicates") or [] if d["chunk_id"] in visible and d["kept"] in visible
     ]
     return out

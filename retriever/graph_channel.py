@@ -63,9 +63,7 @@ def _reads_module() -> Any | None:
     return module
 
 
-async def graph_read(
-    conn: asyncpg.Connection, fn: str, notes: dict[str, str], channel: str, **kwargs: Any
-) -> Any:
+async def graph_read(conn: asyncpg.Connection, fn: str, notes: dict[str, str], channel: str, **kwargs: Any) -> Any:
     """Call ``services.graph.reads.<fn>(conn, **kwargs)``; None (and a note) when unavailable."""
     reads = _reads_module()
     if reads is None:

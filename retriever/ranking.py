@@ -92,9 +92,7 @@ class RankConfig:
         default_factory=lambda: MappingProxyType({"dense": 1.0, "lexical": 1.0, "relational": 0.5})
     )
     tier_boost: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType(
-            {"user": 1.0, "team": 0.9, "division": 0.75, "org": 0.6, "other": 0.6}
-        )
+        default_factory=lambda: MappingProxyType({"user": 1.0, "team": 0.9, "division": 0.75, "org": 0.6, "other": 0.6})
     )
     cascade: bool = True
     floor_ratio: float = 0.6
@@ -170,9 +168,7 @@ class RankResult:
     diagnostics: dict[str, object]
 
 
-def rrf_fuse(
-    arms: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None, k: int = RRF_K
-) -> Fused:
+def rrf_fuse(arms: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None, k: int = RRF_K) -> Fused:
     """Weighted reciprocal rank fusion: ``Σ w_arm / (k + rank)`` with 1-based ranks.
 
     A repeated id inside one arm keeps its first (best) rank. Arms without a positive weight
@@ -247,14 +243,10 @@ def floor_threshold(scores: Iterable[float], ratio: float = 0.6) -> float | None
     return ratio * max(values) if values else None
 
 
-def cascade_factors(
-    hit: Hit, query_terms: Sequence[str], now: datetime, config: RankConfig
-) -> dict[str, float]:
+def cascade_factors(hit: Hit, query_terms: Sequence[str], now: datetime, config: RankConfig) -> dict[str, float]:
     """The bounded multipliers an above-floor hit gets; factors equal to 1.0 are omitted."""
     factors = {
-        "recency": recency_multiplier(
-            age_days(hit.event_time, now), config.recency_half_life_days, config.recency_max
-        ),
+        "recency": recency_multiplier(age_days(hit.event_time, now), config.recency_half_life_days, config.recency_max),
         "access": access_multiplier(hit.access_count, config.access_saturation, config.access_max),
         "title": config.title_boost if title_matches(query_terms, hit.title) else 1.0,
     }

@@ -174,9 +174,7 @@ async def visible_vectors(conn: asyncpg.Connection, scope: SearchScope, cfg: Den
     """How many vectors the viewer may see, counted up to ``cap`` (bounded cost)."""
     w = _dense_where(scope, cfg)
     lim = w.arg(cap)
-    n = await conn.fetchval(
-        f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {lim}) s", *w.params
-    )
+    n = await conn.fetchval(f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {lim}) s", *w.params)
     return int(n or 0)
 
 
@@ -250,9 +248,7 @@ class ChunkRow:
     url: str | None
 
 
-async def fetch_chunks(
-    conn: asyncpg.Connection, scope: SearchScope, ids: Sequence[str]
-) -> dict[str, ChunkRow]:
+async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequence[str]) -> dict[str, ChunkRow]:
     """Rows for ``ids`` that are still visible under ``scope`` (ACL re-checked; filters re-applied)."""
     if scope.matches_nothing or not ids:
         return {}

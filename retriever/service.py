@@ -115,9 +115,7 @@ class RetrieverService:
         finally:
             timings[name] = round((time.perf_counter() - start) * 1000, 2)
 
-    async def _dense(
-        self, scope: sql.SearchScope, query: str, k: int, timings: dict[str, float]
-    ) -> sql.DenseResult:
+    async def _dense(self, scope: sql.SearchScope, query: str, k: int, timings: dict[str, float]) -> sql.DenseResult:
         if self.embedder is None:
             return sql.DenseResult([], "no_embedder")
         vector = (await self._timed(timings, "embed", lambda: self.embedder.embed([query])))[0]  # type: ignore[union-attr]
@@ -271,18 +269,13 @@ class RetrieverService:
             now=now,
         )
         passages = [
-            self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id])
-            for rh in found.ranked
+            self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id]) for rh in found.ranked
         ]
-        await self._audit(
-            req.workspace, viewer, "search_knowledge_base", req.query, passages, start, found.diagnostics
-        )
+        await self._audit(req.workspace, viewer, "search_knowledge_base", req.query, passages, start, found.diagnostics)
         return SearchKnowledgeBaseResponse(passages=passages, diagnostics=found.diagnostics)
 
     # ---- retrieve_context -------------------------------------------------------------------------
-    async def _graph(
-        self, req: RetrieveContextRequest, viewer: tuple[str, ...], axes: TimeAxes
-    ) -> GraphContext:
+    async def _graph(self, req: RetrieveContextRequest, viewer: tuple[str, ...], axes: TimeAxes) -> GraphContext:
         ctx = GraphContext()
         if not viewer or (not req.subjects and not req.about):
             return ctx
@@ -341,18 +334,13 @@ class RetrieverService:
         packed = pack_context(
             req.mode,
             req.max_tokens,
-            [
-                (rh.hit.chunk_id, found.rows[rh.hit.chunk_id].parent_text or rh.hit.text)
-                for rh in found.ranked
-            ],
+            [(rh.hit.chunk_id, found.rows[rh.hit.chunk_id].parent_text or rh.hit.text) for rh in found.ranked],
             [(f"fact:{i}", fact_text(f)) for i, f in enumerate(facts)],
             [(f"path:{i}", path_text(p)) for i, p in enumerate(graph.paths)],
         )
         kept = {item.key: item.text for item in packed.kept}
         passages = [
-            self._passage(
-                rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id], kept[rh.hit.chunk_id]
-            )
+            self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id], kept[rh.hit.chunk_id])
             for rh in found.ranked
             if rh.hit.chunk_id in kept
         ]
@@ -390,10 +378,7 @@ class RetrieverService:
 
     async def _synthesize(self, query: str, passages: Sequence[Passage]) -> tuple[str, dict[str, Any]]:
         fallback = numbered_citation_list(
-            [
-                Hit(str(p.chunk_id), str(p.document_id), "", p.title, p.text, p.event_time, p.scope)
-                for p in passages
-            ]
+            [Hit(str(p.chunk_id), str(p.document_id), "", p.title, p.text, p.event_time, p.scope) for p in passages]
         )
         if self.synthesizer is None:
             return fallback, {"used": False, "reason": "no LLM configured (LLM_BASE_URL unset)"}
@@ -415,9 +400,7 @@ class RetrieverService:
         last_seen: dict[str, datetime] = {}
         for f in facts:
             subject, seen = f.get("subject"), f.get("recorded_at")
-            name = (
-                str(subject.get("name") or subject.get("id")) if isinstance(subject, dict) else str(subject)
-            )
+            name = str(subject.get("name") or subject.get("id")) if isinstance(subject, dict) else str(subject)
             if subject and isinstance(seen, str):
                 try:
                     ts = datetime.fromisoformat(seen)

@@ -78,9 +78,7 @@ class RpcHandler:
         reply_to, cid = record.header(REPLY_TO), record.header(CORRELATION_ID)
         if not reply_to or not cid:
             missing = REPLY_TO if not reply_to else CORRELATION_ID
-            await self.dead_letters.send(
-                record, InvalidPayloadError(f"missing {missing} header", field=missing)
-            )
+            await self.dead_letters.send(record, InvalidPayloadError(f"missing {missing} header", field=missing))
             return
         if not valid_reply_topic(self.namespace, reply_to):
             await self.dead_letters.send(
@@ -131,15 +129,11 @@ class RpcHandler:
             code, detail = error_status(exc)
             return RpcReply(
                 ok=False,
-                error=RpcError(
-                    type=type(exc).__name__, message=detail["msg"], status=code, field=detail.get("field")
-                ),
+                error=RpcError(type=type(exc).__name__, message=detail["msg"], status=code, field=detail.get("field")),
             )
         except Exception as exc:
             log.exception("retrieve request failed")
-            return RpcReply(
-                ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500)
-            )
+            return RpcReply(ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500))
         self.served += 1
         return RpcReply(ok=True, result=result.model_dump(mode="json"))
 

@@ -298,9 +298,7 @@ def plan_temporal(query: str, now: datetime) -> TemporalPlan:
         plan = _plan_for(name, m, now)
         if plan is None:
             continue
-        others = [
-            f[4][0] for f in found[i + 1 :] if (f[2] <= start or f[1] >= end) and _plan_for(f[3], f[4], now)
-        ]
+        others = [f[4][0] for f in found[i + 1 :] if (f[2] <= start or f[1] >= end) and _plan_for(f[3], f[4], now)]
         extra = [f"multiple_expressions: also found {o!r}" for o in dict.fromkeys(others)]
         plan.ambiguities.extend(extra)
         return plan

@@ -90,9 +90,7 @@ class ChatSynthesizer:
         from openai import AsyncOpenAI
 
         self.model = model
-        self.client = AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "none", timeout=timeout, max_retries=1
-        )
+        self.client = AsyncOpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout, max_retries=1)
 
     async def synthesize(self, query: str, passages: Sequence[str]) -> str:
         numbered = "\n\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))

@@ -25,8 +25,7 @@ def get_service(rt: Runtime) -> RetrieverService:
         rt.extras["embedder"] = embedder
     if embedder.model != rt.embedding.model or embedder.dim != rt.embedding.dim:
         raise ConfigurationError(
-            f"embedder reports {embedder.model}/{embedder.dim},"
-            f" settings say {rt.embedding.model}/{rt.embedding.dim}",
+            f"embedder reports {embedder.model}/{embedder.dim}, settings say {rt.embedding.model}/{rt.embedding.dim}",
             setting="EMBEDDING_PROVIDER",
         )
     try:

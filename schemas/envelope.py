@@ -15,9 +15,7 @@ MAX_TEXT_CHARS = 2_000_000  # ~2 MB of text per document; larger bodies are reje
 MIN_EVENT_YEAR = 1990
 MAX_FUTURE = timedelta(days=1)
 
-PRINCIPAL_RE = re.compile(
-    r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-)
+PRINCIPAL_RE = re.compile(r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_RE.pattern)]
 ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=512)]
@@ -117,9 +115,7 @@ class ChangeEnvelope(_Strict):
 
     schema_version: int = Field(default=SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
     envelope_id: uuid.UUID
-    workspace: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = (
-        "default"
-    )
+    workspace: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = "default"
     op: Op = Op.UPSERT
     source: Source
     event_time: datetime

@@ -88,9 +88,7 @@ class SearchKnowledgeBaseRequest(_Req):
 class RetrieveContextRequest(SearchKnowledgeBaseRequest):
     mode: Mode = "vector_first"
     subjects: list[Subject] = Field(default_factory=list, max_length=20)
-    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = (
-        None
-    )
+    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = None
     believed_as_of: datetime | None = None
     as_of_grain: Grain | None = Field(default=None, description="host value wins over the planner's grain")
     max_tokens: int | None = Field(default=None, description="packing budget, clamped to 1..100000")

@@ -18,11 +18,10 @@ Command = Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from embedder.repository import ensure_hnsw_index
+    from services import generations
     from services.db.migrate import code_version, migrate
     from services.db.pool import create_pool
     from services.embedding_config import embedding_config
-
-    from services import generations
 
     applied = await migrate(settings.database_url, settings.db_schema)
     for m in applied:
@@ -82,8 +81,10 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         await pool.close()
     except Exception as exc:  # status reports, it does not fail
         rows["postgres"] = f"DOWN {type(exc).__name__}: {exc}"
-    for name, coro in (("object_store", check_store(build_object_store(settings))),
-                       ("kafka", check_kafka(settings.kafka_bootstrap_servers))):
+    for name, coro in (
+        ("object_store", check_store(build_object_store(settings))),
+        ("kafka", check_kafka(settings.kafka_bootstrap_servers)),
+    ):
         try:
             rows[name] = await asyncio.wait_for(coro, 10)
         except Exception as exc:  # status reports, it does not fail

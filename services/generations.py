@@ -72,7 +72,10 @@ async def switch(conn: asyncpg.Connection, base: Settings, gen: Generation) -> N
         "INSERT INTO public.orgmem_generations (base_schema, generation, db_schema, group_prefix)"
         " VALUES ($1, $2, $3, $4) ON CONFLICT (base_schema) DO UPDATE SET generation = EXCLUDED.generation,"
         " db_schema = EXCLUDED.db_schema, group_prefix = EXCLUDED.group_prefix, switched_at = now()",
-        base.db_schema, gen.generation, gen.db_schema, gen.group_prefix,
+        base.db_schema,
+        gen.generation,
+        gen.db_schema,
+        gen.group_prefix,
     )
 
 

@@ -62,8 +62,11 @@ async def _follow_generation(base: Settings, stages: list[str], holder: dict[str
         current = holder["rt"]
         if wanted.db_schema == current.settings.db_schema:
             continue
-        log.info("projection generation switched to %s (%s): restarting stages", wanted.generation,
-                 wanted.db_schema)
+        log.info(
+            "projection generation switched to %s (%s): restarting stages",
+            wanted.generation,
+            wanted.db_schema,
+        )
         fresh = await start_runtime(wanted, stages)
         holder["rt"] = fresh
         if app is not None:
@@ -77,14 +80,17 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     settings = await generations.resolve(base)
     rt = await start_runtime(settings, stages)
     holder = {"rt": rt}
-    log.info("running stages %s%s on schema %s", ", ".join(stages) or "(none)",
-             f" + API on {host}:{port}" if api else "", settings.db_schema)
+    log.info(
+        "running stages %s%s on schema %s",
+        ", ".join(stages) or "(none)",
+        f" + API on {host}:{port}" if api else "",
+        settings.db_schema,
+    )
     app = create_app(rt) if api else None
     watcher = asyncio.create_task(_follow_generation(base, stages, holder, app))
     try:
         if app is not None:
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                    lifespan="off")
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
             await uvicorn.Server(config).serve()
         else:
             stop = asyncio.Event()

@@ -31,8 +31,11 @@ class Settings(BaseSettings):
     kafka_bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
     topic_namespace: str = Field(default="om", pattern=r"^[a-z][a-z0-9_\-]{0,40}$")
     group_prefix: str = Field(default="", pattern=r"^[a-z0-9_\-.]{0,60}$")
-    generation: str = Field(default="", pattern=r"^[a-z0-9]{0,16}$",
-                            description="projection generation (set by `orgmem rebuild`, not by hand)")
+    generation: str = Field(
+        default="",
+        pattern=r"^[a-z0-9]{0,16}$",
+        description="projection generation (set by `orgmem rebuild`, not by hand)",
+    )
     topic_partitions: int = Field(default=12, ge=1, le=256)
     object_store_backend: Literal["s3", "fs"] = "fs"
     object_store_path: Path = Path(".state/blobs")

@@ -20,8 +20,11 @@ def _registrars() -> dict[str, StageRegistrar]:
         stages["retrieve"] = retrieve
     except ImportError:  # pragma: no cover - stage not built yet
         pass
-    for name, module in (("extract", "extractor.stage"), ("conflicts", "services.conflicts.stage"),
-                         ("collab", "services.collaboration.stage")):
+    for name, module in (
+        ("extract", "extractor.stage"),
+        ("conflicts", "services.conflicts.stage"),
+        ("collab", "services.collaboration.stage"),
+    ):
         try:
             mod = __import__(module, fromlist=["register"])
             stages[name] = mod.register

@@ -28,8 +28,9 @@ def create_app(rt: Runtime) -> FastAPI:
     async def bound_and_measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > max_bytes:
-            return JSONResponse({"detail": {"field": "body", "msg": f"request body over {max_bytes} bytes"}},
-                                status_code=413)
+            return JSONResponse(
+                {"detail": {"field": "body", "msg": f"request body over {max_bytes} bytes"}}, status_code=413
+            )
         start = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")

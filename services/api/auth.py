@@ -66,8 +66,10 @@ async def require_viewer(
     pid = _principal(x_principal_id, "X-Principal-Id", "user") if x_principal_id else None
     raw_groups = [g for g in (x_principal_groups or "").split(",") if g.strip()]
     if len(raw_groups) > MAX_GROUPS:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                            detail={"field": "X-Principal-Groups", "msg": f"at most {MAX_GROUPS} groups"})
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={"field": "X-Principal-Groups", "msg": f"at most {MAX_GROUPS} groups"},
+        )
     groups = tuple(sorted({_principal(g, "X-Principal-Groups", "group") for g in raw_groups}))
     roles = frozenset(r.strip().lower() for r in (x_principal_roles or "").split(",") if r.strip())
     return Viewer(pid, groups, roles)

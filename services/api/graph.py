@@ -77,9 +77,7 @@ async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerD
             limit=body.limit,
         )
     briefs = {f.subject.id: f.subject for f in facts}
-    return FactsResponse(
-        subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts
-    )
+    return FactsResponse(subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts)
 
 
 @router.post("/tools/diff_facts", response_model=FactDiff)
@@ -116,9 +114,7 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
             limit=body.limit,
         )
     briefs = {p.seed.id: p.seed for p in paths}
-    return PathsResponse(
-        seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths
-    )
+    return PathsResponse(seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths)
 
 
 @router.get("/v1/graph/persons/{person_id}", response_model=PersonCard)

@@ -44,6 +44,10 @@ async def asyncapi(request: Request) -> JSONResponse:
     from faststream.specification import AsyncAPI
 
     rt = request.app.state.runtime
-    spec = AsyncAPI(rt.broker, title="Org Memory", version="0.1.0",
-                    description="Topics and payloads of the Org Memory pipeline").to_specification()
+    spec = AsyncAPI(
+        rt.broker,
+        title="Org Memory",
+        version="0.1.0",
+        description="Topics and payloads of the Org Memory pipeline",
+    ).to_specification()
     return JSONResponse(spec.to_jsonable())

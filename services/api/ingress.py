@@ -37,9 +37,17 @@ def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
         INGRESS_ENVELOPES.labels("rejected").inc()
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={"field": "author", "index": index,
-                    "errors": [{"field": "author", "msg": "structured_fields need an author with an email or "
-                                "identity key (unresolved author)", "type": "unresolved_author"}]},
+            detail={
+                "field": "author",
+                "index": index,
+                "errors": [
+                    {
+                        "field": "author",
+                        "msg": "structured_fields need an author with an email or identity key (unresolved author)",
+                        "type": "unresolved_author",
+                    }
+                ],
+            },
         )
     return env
 
@@ -47,12 +55,19 @@ def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
 async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
     rt = request.app.state.runtime
     meta = await rt.publisher.send(
-        rt.settings.topic("envelopes"), env.model_dump_json().encode(), key=env.key.encode(),
+        rt.settings.topic("envelopes"),
+        env.model_dump_json().encode(),
+        key=env.key.encode(),
         headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
     )
     INGRESS_ENVELOPES.labels("accepted").inc()
-    return {"envelope_id": str(env.envelope_id), "key": env.key, "topic": meta.topic,
-            "partition": meta.partition, "offset": meta.offset}
+    return {
+        "envelope_id": str(env.envelope_id),
+        "key": env.key,
+        "topic": meta.topic,
+        "partition": meta.partition,
+        "offset": meta.offset,
+    }
 
 
 @router.post("/envelope", status_code=status.HTTP_202_ACCEPTED)
@@ -61,8 +76,9 @@ async def post_envelope(request: Request, body: dict[str, Any] = Body(...)) -> d
 
 
 @router.post("/envelopes", status_code=status.HTTP_202_ACCEPTED)
-async def post_envelopes(request: Request, body: list[dict[str, Any]] = Body(..., max_length=MAX_BATCH)) -> dict[
-        str, Any]:
+async def post_envelopes(
+    request: Request, body: list[dict[str, Any]] = Body(..., max_length=MAX_BATCH)
+) -> dict[str, Any]:
     envs = [_validate(raw, i) for i, raw in enumerate(body)]
     results = await asyncio.gather(*(_produce(request, e) for e in envs))
     return {"accepted": len(results), "results": results}

@@ -39,9 +39,7 @@ class CollabHandler:
                 events.append(DocumentEvent.model_validate_json(record.value))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(
-                    record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc)
-                )
+                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
         if not events:
             return
         ids = list(dict.fromkeys(e.document_id for e in events))

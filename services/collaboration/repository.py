@@ -10,17 +10,9 @@ from typing import Any
 import asyncpg
 
 from services.collaboration.weights import THREAD_HORIZON, THREAD_WINDOW
+from services.db import processed
 
 STAGE = "collab"
-
-
-async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> None:
-    await conn.execute(
-        "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
-        " ON CONFLICT DO NOTHING",
-        STAGE,
-        list(keys),
-    )
 
 
 async def load_documents(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
@@ -63,8 +55,7 @@ async def replace_contributions(
 ) -> list[tuple[str, uuid.UUID, uuid.UUID]]:
     """rows: (document_id, workspace, a_id, b_id, reason, weight, event_time). Returns every touched pair."""
     old = await conn.fetch(
-        "DELETE FROM collab_contributions WHERE document_id = ANY($1::uuid[])"
-        " RETURNING workspace, a_id, b_id",
+        "DELETE FROM collab_contributions WHERE document_id = ANY($1::uuid[]) RETURNING workspace, a_id, b_id",
         list(doc_ids),
     )
     if rows:
@@ -128,3 +119,8 @@ async def top_collaborators(
         limit,
     )
     return [r["other"] for r in rows]
+
+
+async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
+    """This stage's processed-event claim (``services.db.processed``)."""
+    return await processed.claim_events(conn, STAGE, keys)

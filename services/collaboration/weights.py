@@ -32,9 +32,7 @@ def decay_factor(age: timedelta, half_life_days: float = HALF_LIFE_DAYS) -> floa
     return float(0.5 ** (days / half_life_days))
 
 
-def decayed(
-    weight_at_last: float, last_seen: datetime, now: datetime, half_life_days: float = HALF_LIFE_DAYS
-) -> float:
+def decayed(weight_at_last: float, last_seen: datetime, now: datetime, half_life_days: float = HALF_LIFE_DAYS) -> float:
     return weight_at_last * decay_factor(now - last_seen, half_life_days)
 
 

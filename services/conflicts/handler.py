@@ -61,9 +61,7 @@ class ConflictsHandler:
                 events.append(GraphEvent.model_validate_json(record.value))
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(
-                    record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc)
-                )
+                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
         if not events:
             return
         async with self.pool.acquire() as conn, conn.transaction():
@@ -86,24 +84,17 @@ class ConflictsHandler:
         groups = [g for e in events for g in e.identities if len(g.keys) > 1]
         if not groups:
             return
-        owners = await repo.resolve_keys(
-            conn, workspace, [(k.namespace, k.value) for g in groups for k in g.keys]
-        )
+        owners = await repo.resolve_keys(conn, workspace, [(k.namespace, k.value) for g in groups for k in g.keys])
         current = await repo.current_people(conn, [g.person_id for g in groups if g.person_id])
         plan = plan_merges(
             (
                 current.get(g.person_id) if g.person_id else None,
-                [
-                    KeyOwner(k.namespace, k.value, k.verified, owners.get((k.namespace, k.value)))
-                    for k in g.keys
-                ],
+                [KeyOwner(k.namespace, k.value, k.verified, owners.get((k.namespace, k.value))) for k in g.keys],
             )
             for g in groups
         )
         if plan:
-            await repo.lock_slots(
-                conn, [f"person:{m.source}" for m in plan] + [f"person:{m.target}" for m in plan]
-            )
+            await repo.lock_slots(conn, [f"person:{m.source}" for m in plan] + [f"person:{m.target}" for m in plan])
         for m in plan:
             log.info("merging person %s into %s (%s)", m.source, m.target, m.reason)
             await repo.merge_person(conn, workspace, m.source, m.target, m.reason, self.exclusive)
@@ -209,9 +200,7 @@ class ConflictsHandler:
             pid = person_uuid(workspace, NAME_NAMESPACE, norm)
             people[(e.document_id, x.ref)] = pid
             new_people.append((pid, x.name, NAME_NAMESPACE, norm, False))
-            proposals += [
-                (pid, c, "same_name", name_similarity(x.name, x.name)) for c in candidates if c != pid
-            ]
+            proposals += [(pid, c, "same_name", name_similarity(x.name, x.name)) for c in candidates if c != pid]
         return proposals
 
     # --- facts -------------------------------------------------------------------------------
@@ -264,17 +253,13 @@ class ConflictsHandler:
             else:
                 fid = hit.id
             ev = f.evidence
-            evidence.append(
-                (fid, e.document_id, ev.chunk_id, ev.span_start, ev.span_end, f.rule, f.confidence)
-            )
+            evidence.append((fid, e.document_id, ev.chunk_id, ev.span_start, ev.span_end, f.rule, f.confidence))
         await repo.insert_facts(conn, new_rows)
         evidence = list({(r[0], r[1], r[3], r[4]): r for r in evidence}.values())
         lost = await repo.replace_evidence(conn, [e.document_id for e in events], evidence)
         retracted = await repo.retract_unevidenced(conn, lost)
         exclusive_touched |= {
-            slot
-            for slot in retracted
-            if self.registry.has_predicate(slot[1]) and self.registry.is_exclusive(slot[1])
+            slot for slot in retracted if self.registry.has_predicate(slot[1]) and self.registry.is_exclusive(slot[1])
         }
         await self._settle(conn, sorted(exclusive_touched))
         live = {e.document_id for e in events if not e.deleted}

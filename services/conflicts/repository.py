@@ -10,18 +10,9 @@ from typing import Any
 import asyncpg
 
 from services.conflicts.resolution import SlotFact, SlotUpdate, normalize_name, target_key
+from services.db import processed
 
 STAGE = "conflicts"
-
-
-async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
-    rows = await conn.fetch(
-        "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
-        " ON CONFLICT DO NOTHING RETURNING event_key",
-        STAGE,
-        list(keys),
-    )
-    return {r["event_key"] for r in rows}
 
 
 async def lock_slots(conn: asyncpg.Connection, keys: Iterable[str]) -> None:
@@ -65,9 +56,7 @@ async def current_people(conn: asyncpg.Connection, ids: Iterable[uuid.UUID]) -> 
     return {r["id"]: r["cur"] for r in rows}
 
 
-async def people_named(
-    conn: asyncpg.Connection, workspace: str, names: Iterable[str]
-) -> dict[str, list[uuid.UUID]]:
+async def people_named(conn: asyncpg.Connection, workspace: str, names: Iterable[str]) -> dict[str, list[uuid.UUID]]:
     """Normalized display name -> unmerged people carrying it."""
     lowered = sorted({n.lower() for n in names})
     if not lowered:
@@ -126,9 +115,7 @@ async def merge_person(
     await conn.execute("UPDATE people SET merged_into = $2, updated_at = now() WHERE id = $1", source, target)
     await conn.execute("UPDATE people SET merged_into = $2 WHERE merged_into = $1", source, target)
     await conn.execute("UPDATE person_aliases SET person_id = $2 WHERE person_id = $1", source, target)
-    await conn.execute(
-        "UPDATE entities SET merged_into = $2, updated_at = now() WHERE id = $1", source, target
-    )
+    await conn.execute("UPDATE entities SET merged_into = $2, updated_at = now() WHERE id = $1", source, target)
     await conn.execute("UPDATE facts SET subject_id = $2 WHERE subject_id = $1", source, target)
     await conn.execute("UPDATE facts SET object_id = $2 WHERE object_id = $1", source, target)
     await conn.execute(
@@ -212,8 +199,7 @@ async def ensure_entities(
         [(i, workspace, t, n, norm) for i, t, n, norm in ordered],
     )
     await conn.executemany(
-        "INSERT INTO entity_aliases (workspace, type, alias, entity_id) VALUES ($1, $2, $3, $4)"
-        " ON CONFLICT DO NOTHING",
+        "INSERT INTO entity_aliases (workspace, type, alias, entity_id) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
         [(workspace, t, norm, i) for i, t, _, norm in ordered if norm],
     )
 
@@ -339,9 +325,7 @@ async def replace_evidence(
     return sorted({r["fact_id"] for r in lost})
 
 
-async def retract_unevidenced(
-    conn: asyncpg.Connection, fact_ids: Sequence[uuid.UUID]
-) -> list[tuple[uuid.UUID, str]]:
+async def retract_unevidenced(conn: asyncpg.Connection, fact_ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, str]]:
     """Facts left without evidence are retracted (belief time closes); returns their slots."""
     if not fact_ids:
         return []
@@ -362,3 +346,8 @@ async def apply_slot_updates(conn: asyncpg.Connection, updates: Sequence[SlotUpd
             " invalidated_at = CASE WHEN $5 THEN clock_timestamp() ELSE invalidated_at END WHERE id = $1",
             [(u.fact_id, u.valid_to, u.closed_by, u.status, u.invalidate) for u in updates],
         )
+
+
+async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
+    """This stage's processed-event claim (``services.db.processed``)."""
+    return await processed.claim_events(conn, STAGE, keys)

@@ -84,9 +84,7 @@ class SlotFact:
     recorded_at: datetime
 
 
-def find_reusable(
-    facts: Iterable[SlotFact], target: str, at: datetime, *, exclusive: bool
-) -> SlotFact | None:
+def find_reusable(facts: Iterable[SlotFact], target: str, at: datetime, *, exclusive: bool) -> SlotFact | None:
     """The active fact a new assertion of ``target`` at ``at`` re-evidences, or None (insert a new fact)."""
     same = sorted((f for f in facts if f.target == target), key=lambda f: f.valid_from)
     if not exclusive:

@@ -34,9 +34,17 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
                 tasks[what] = bar.add_task(what, total=total)
             bar.update(tasks[what], completed=done, total=total)
 
-        result = await run_live(settings, Path(args.dataset), arms=arms, embedder=args.embedder,
-                                limit_events=args.limit_events, limit_queries=args.limit_queries,
-                                out_dir=Path(args.out) if args.out else None, keep=args.keep, progress=progress)
+        result = await run_live(
+            settings,
+            Path(args.dataset),
+            arms=arms,
+            embedder=args.embedder,
+            limit_events=args.limit_events,
+            limit_queries=args.limit_queries,
+            out_dir=Path(args.out) if args.out else None,
+            keep=args.keep,
+            progress=progress,
+        )
     print(result.table())
     failures = []
     for arm, report in result.reports.items():

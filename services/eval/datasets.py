@@ -288,9 +288,7 @@ def iter_loaded(
             refs = raw.meta.get(key)
             if isinstance(refs, list):
                 participants += [
-                    {**_person_fields(str(r), system, people, synthetic_emails), "role": role}
-                    for r in refs
-                    if r
+                    {**_person_fields(str(r), system, people, synthetic_emails), "role": role} for r in refs if r
                 ]
         payload = {
             "envelope_id": envelope_uuid(workspace, raw.dataset, raw.id),
@@ -310,9 +308,7 @@ def iter_loaded(
         try:
             envelope = ChangeEnvelope.model_validate(payload)
         except ValidationError as exc:
-            raise _format_error(
-                exc, f"event {raw.id!r} does not map to an envelope, field", file, line
-            ) from exc
+            raise _format_error(exc, f"event {raw.id!r} does not map to an envelope, field", file, line) from exc
         yield LoadedEvent(raw=raw, envelope=envelope)
 
 

@@ -48,17 +48,25 @@ class LiveResult:
 
     def table(self) -> str:
         timing = ", ".join(f"{a} {s:.1f}s" for a, s in self.query_seconds.items())
-        return (compare_table(self.reports) + f"\n\nevents {self.events}, queries {self.queries}; ingest+embed wall"
-                f" {self.ingest_seconds:.1f}s; query wall per arm: {timing}")
+        return (
+            compare_table(self.reports) + f"\n\nevents {self.events}, queries {self.queries}; ingest+embed wall"
+            f" {self.ingest_seconds:.1f}s; query wall per arm: {timing}"
+        )
 
 
 def eval_settings(base: Settings, *, tag: str, embedder: str, dataset: Path) -> Settings:
     hierarchy = dataset / "org_hierarchy.json"
-    return base.model_copy(update={
-        "db_schema": f"eval_{tag}", "topic_namespace": f"eval{tag}", "group_prefix": f"eval{tag}-",
-        "generation": "", "embedding_provider": embedder, "topic_partitions": 6,
-        "org_hierarchy_path": hierarchy if hierarchy.exists() else None,
-    })
+    return base.model_copy(
+        update={
+            "db_schema": f"eval_{tag}",
+            "topic_namespace": f"eval{tag}",
+            "group_prefix": f"eval{tag}-",
+            "generation": "",
+            "embedding_provider": embedder,
+            "topic_partitions": 6,
+            "org_hierarchy_path": hierarchy if hierarchy.exists() else None,
+        }
+    )
 
 
 async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
@@ -69,8 +77,15 @@ async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
 
 async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: int) -> Prediction:
     names = [str(s) for s in (q.subjects or ())]
-    req = RetrieveContextRequest(query=q.query[:2000], workspace=workspace, limit=limit, arms=arm,  # type: ignore[arg-type]
-                                 as_of=q.as_of, mode=q.mode or "vector_first", about=names[0] if names else None)
+    req = RetrieveContextRequest(
+        query=q.query[:2000],
+        workspace=workspace,
+        limit=limit,
+        arms=arm,  # type: ignore[arg-type]
+        as_of=q.as_of,
+        mode=q.mode or "vector_first",
+        about=names[0] if names else None,
+    )
     viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups), roles=frozenset())
     resp = await service.retrieve_context(req, viewer)
     ids = list(dict.fromkeys(p.external_id for p in resp.passages))
@@ -143,14 +158,24 @@ async def run_live(
             result.query_seconds[arm] = time.perf_counter() - t
             result.reports[arm] = score(queries, preds, visibility=visibility, ks=(1, 5, 10))
             if out_dir:
-                out_dir.mkdir(parents=True, exist_ok=True)
+                out_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once per arm
                 write_predictions(out_dir / f"predictions.{arm}.jsonl", preds)
                 (out_dir / f"report.{arm}.json").write_text(result.reports[arm].to_json())
         if out_dir:
             (out_dir / "summary.txt").write_text(result.table() + "\n")
-            (out_dir / "run.json").write_text(json.dumps({
-                "dataset": str(dataset), "events": produced, "queries": len(queries), "embedder": embedder,
-                "ingest_seconds": ingest_seconds, "query_seconds": result.query_seconds}, indent=2))
+            (out_dir / "run.json").write_text(
+                json.dumps(
+                    {
+                        "dataset": str(dataset),
+                        "events": produced,
+                        "queries": len(queries),
+                        "embedder": embedder,
+                        "ingest_seconds": ingest_seconds,
+                        "query_seconds": result.query_seconds,
+                    },
+                    indent=2,
+                )
+            )
         return result
     finally:
         await stop_runtime(rt)

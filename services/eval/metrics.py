@@ -208,9 +208,7 @@ class Report:
         names += [*(f"P@{k}" for k in self.ks), f"MRR@{self.cutoff}", f"nDCG@{self.cutoff}"]
         rows: list[list[str]] = [["category", "n", *names, "leaks"]]
         pops = [("overall", self.overall, ""), ("all_with_gold", self.all_with_gold, "")]
-        pops += [
-            (c.category + ("*" if c.abstention else ""), c.metrics, str(c.n_leaked)) for c in self.categories
-        ]
+        pops += [(c.category + ("*" if c.abstention else ""), c.metrics, str(c.n_leaked)) for c in self.categories]
         for label, m, leaks in pops:
             values = list(m.as_dict().values()) if m else []
             rows.append([label, str(m.n if m else 0), *(f"{v:.3f}" for v in values), leaks])
@@ -365,10 +363,7 @@ def score(
 def _grid(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        )
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
         for r in rows
     )
 

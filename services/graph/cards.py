@@ -60,9 +60,7 @@ async def entity_card(
     }
     aliases = [
         r["alias"]
-        for r in await conn.fetch(
-            "SELECT alias FROM entity_aliases WHERE entity_id = $1 ORDER BY alias", row["id"]
-        )
+        for r in await conn.fetch("SELECT alias FROM entity_aliases WHERE entity_id = $1 ORDER BY alias", row["id"])
     ]
     return EntityCard(
         id=row["id"],
@@ -70,9 +68,7 @@ async def entity_card(
         name=row["name"],
         aliases=aliases,
         facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, **kw),
-        incoming=await query_facts(
-            conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True, **kw
-        ),
+        incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True, **kw),
     )
 
 

@@ -28,9 +28,7 @@ _FACT_COLUMNS = (
     " 'span_start', e.span_start, 'span_end', e.span_end) ORDER BY e.document_id, e.span_start)"
     " FROM fact_evidence e WHERE e.fact_id = f.id) AS evidence"
 )
-_FACT_JOINS = (
-    " FROM facts f JOIN entities s ON s.id = f.subject_id LEFT JOIN entities o ON o.id = f.object_id"
-)
+_FACT_JOINS = " FROM facts f JOIN entities s ON s.id = f.subject_id LEFT JOIN entities o ON o.id = f.object_id"
 
 
 def _fact(r: asyncpg.Record) -> Fact:
@@ -140,9 +138,7 @@ async def diff_facts(
 
     async def snap(t: datetime) -> list[Fact]:
         kw: dict[str, Any] = {"as_of": t} if axis == "world" else {"believed_as_of": t}
-        return await query_facts(
-            conn, workspace=workspace, viewer=viewer, subjects=subjects, limit=limit, **kw
-        )
+        return await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subjects, limit=limit, **kw)
 
     before, after = await snap(from_time), await snap(to_time)
     return diff_snapshots(before, after, axis=axis, from_time=from_time, to_time=to_time)
@@ -174,9 +170,7 @@ def diff_snapshots(
         if bt and at and len(bt) == 1 and len(at) == 1:
             subject = next(iter(at.values())).subject
             changed.append(
-                FactChange(
-                    subject=subject, predicate=key[1], before=list(bt.values()), after=list(at.values())
-                )
+                FactChange(subject=subject, predicate=key[1], before=list(bt.values()), after=list(at.values()))
             )
             continue
         added += [f for t, f in at.items() if t not in bt]
@@ -214,9 +208,7 @@ async def query_paths(
     ws, sd, vw = p.add(workspace), p.add(ids), p.add(list(viewer))
     ex, depth, fan, lim = p.add(list(exclude_predicates)), p.add(max_depth), p.add(max_fanout), p.add(limit)
     when = temporal_sql(p, as_of=as_of, believed_as_of=believed_as_of, as_of_grain=as_of_grain)
-    edge = (
-        f"f.workspace = {ws} AND f.object_id IS NOT NULL AND NOT (f.predicate = ANY({ex}::text[])) AND {when}"
-    )
+    edge = f"f.workspace = {ws} AND f.object_id IS NOT NULL AND NOT (f.predicate = ANY({ex}::text[])) AND {when}"
     sql = (
         "WITH RECURSIVE walk(node, depth, nodes, facts, dirs, score) AS ("
         f" SELECT s.id, 0, ARRAY[s.id], ARRAY[]::uuid[], ARRAY[]::text[], 1.0::float8 FROM"
@@ -244,15 +236,11 @@ async def query_paths(
     fact_ids = {f for r in rows for f in r["facts"]}
     ents = {
         r["id"]: EntityBrief(type=r["type"], id=r["id"], name=r["name"])
-        for r in await conn.fetch(
-            "SELECT id, type, name FROM entities WHERE id = ANY($1::uuid[])", list(node_ids)
-        )
+        for r in await conn.fetch("SELECT id, type, name FROM entities WHERE id = ANY($1::uuid[])", list(node_ids))
     }
     preds = {
         r["id"]: r["predicate"]
-        for r in await conn.fetch(
-            "SELECT id, predicate FROM facts WHERE id = ANY($1::uuid[])", list(fact_ids)
-        )
+        for r in await conn.fetch("SELECT id, predicate FROM facts WHERE id = ANY($1::uuid[])", list(fact_ids))
     }
     paths: list[Path] = []
     for r in rows:

@@ -34,9 +34,7 @@ def grain_window(at: datetime, grain: str | None) -> tuple[datetime, datetime] |
         start = at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         return start, _add_months(start, 1)
     if grain == "quarter":
-        start = at.replace(
-            month=3 * ((at.month - 1) // 3) + 1, day=1, hour=0, minute=0, second=0, microsecond=0
-        )
+        start = at.replace(month=3 * ((at.month - 1) // 3) + 1, day=1, hour=0, minute=0, second=0, microsecond=0)
         return start, _add_months(start, 3)
     start = at.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
     return start, start.replace(year=start.year + 1)
@@ -70,28 +68,20 @@ def temporal_sql(
     world_at = as_of if as_of is not None else believed_as_of
     parts: list[str] = []
     if world_at is None:
-        parts.append(
-            f"{alias}.valid_from <= now() AND ({alias}.valid_to IS NULL OR {alias}.valid_to > now())"
-        )
+        parts.append(f"{alias}.valid_from <= now() AND ({alias}.valid_to IS NULL OR {alias}.valid_to > now())")
     else:
         window = grain_window(world_at, as_of_grain)
         if window is None:
             t = p.add(world_at)
-            parts.append(
-                f"{alias}.valid_from <= {t} AND ({alias}.valid_to IS NULL OR {alias}.valid_to > {t})"
-            )
+            parts.append(f"{alias}.valid_from <= {t} AND ({alias}.valid_to IS NULL OR {alias}.valid_to > {t})")
         else:
             ws, we = p.add(window[0]), p.add(window[1])
-            parts.append(
-                f"{alias}.valid_from < {we} AND ({alias}.valid_to IS NULL OR {alias}.valid_to > {ws})"
-            )
+            parts.append(f"{alias}.valid_from < {we} AND ({alias}.valid_to IS NULL OR {alias}.valid_to > {ws})")
     if believed_as_of is None:
         parts.append(f"{alias}.invalidated_at IS NULL")
     else:
         b = p.add(believed_as_of)
-        parts.append(
-            f"{alias}.recorded_at <= {b} AND ({alias}.invalidated_at IS NULL OR {alias}.invalidated_at > {b})"
-        )
+        parts.append(f"{alias}.recorded_at <= {b} AND ({alias}.invalidated_at IS NULL OR {alias}.invalidated_at > {b})")
     return " AND ".join(parts)
 
 

@@ -65,9 +65,14 @@ class BrokerPublisher:
     async def start(self) -> None:
         if self._started is None:
             producer = AIOKafkaProducer(
-                bootstrap_servers=self._bootstrap, client_id="orgmem-publisher", acks="all",
-                enable_idempotence=True, linger_ms=5, max_batch_size=1024 * 1024,
-                max_request_size=8 * 1024 * 1024, request_timeout_ms=30_000,
+                bootstrap_servers=self._bootstrap,
+                client_id="orgmem-publisher",
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=5,
+                max_batch_size=1024 * 1024,
+                max_request_size=8 * 1024 * 1024,
+                request_timeout_ms=30_000,
             )
             await producer.start()
             self._started = producer
@@ -81,9 +86,7 @@ class BrokerPublisher:
     def _headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:
         return [(k, v.encode()) for k, v in headers.items()]
 
-    async def send(
-        self, topic: str, value: bytes, *, key: bytes | None, headers: dict[str, str]
-    ) -> RecordMetadata:
+    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: dict[str, str]) -> RecordMetadata:
         return await self._producer.send_and_wait(topic, value, key=key, headers=self._headers(headers))
 
     async def send_many(self, items: list[tuple[str, bytes, bytes | None, dict[str, str]]]) -> None:

@@ -49,8 +49,14 @@ async def with_retry(
             if attempt == attempts:
                 raise
             delay = random.uniform(0, min(max_delay, base_delay * 2 ** (attempt - 1)))
-            log.warning("%s: transient failure (attempt %d/%d), retrying in %.2fs: %s", what, attempt, attempts,
-                        delay, exc)
+            log.warning(
+                "%s: transient failure (attempt %d/%d), retrying in %.2fs: %s",
+                what,
+                attempt,
+                attempts,
+                delay,
+                exc,
+            )
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")
 
@@ -88,7 +94,11 @@ class DeadLetters:
         self.count += 1
         log.error(
             "dead-lettered %s [%s] to %s: %s: %s",
-            record.position, self.stage, self.topic, type(error).__name__, error,
+            record.position,
+            self.stage,
+            self.topic,
+            type(error).__name__,
+            error,
         )
 
 
@@ -109,8 +119,9 @@ async def run_batch(
         return
     what = f"{dead_letters.stage} batch of {len(records)} at {records[0].position}"
     try:
-        await with_retry(lambda: handler(records), attempts=attempts, base_delay=base_delay,
-                         max_delay=max_delay, what=what)
+        await with_retry(
+            lambda: handler(records), attempts=attempts, base_delay=base_delay, max_delay=max_delay, what=what
+        )
         return
     except PermanentError as exc:
         if len(records) == 1:
@@ -123,5 +134,4 @@ async def run_batch(
         return
     # A permanent error in a batch: isolate: one record at a time, each with its own retry budget.
     for record in records:
-        await run_batch([record], handler, dead_letters, attempts=attempts, base_delay=base_delay,
-                        max_delay=max_delay)
+        await run_batch([record], handler, dead_letters, attempts=attempts, base_delay=base_delay, max_delay=max_delay)

@@ -46,8 +46,7 @@ async def group_lag(settings: Settings, stage: str, *, group: str | None = None)
         committed = await admin.list_consumer_group_offsets(group, partitions=tps) if tps else {}
         begin = await consumer.beginning_offsets(tps) if tps else {}
         done = sum(
-            (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else begin.get(tp, 0))
-            for tp in tps
+            (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else begin.get(tp, 0)) for tp in tps
         )
         return Lag(stage, group, topic, sum(ends.values()), done)
     finally:

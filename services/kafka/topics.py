@@ -30,18 +30,31 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(
             "envelopes",
             p,
-            {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete", "max.message.bytes": "8388608"},
+            {
+                "retention.ms": "-1",
+                "retention.bytes": "-1",
+                "cleanup.policy": "delete",
+                "max.message.bytes": "8388608",
+            },
             "ChangeEnvelope events from connectors and HTTP ingress; infinite retention (source of truth)",
         ),
         TopicSpec("chunks", p, {"retention.ms": str(7 * DAY_MS)}, "chunks needing vectors, ingest -> embedder"),
         TopicSpec(
-            "documents", p, {"retention.ms": str(7 * DAY_MS)}, "document changed/deleted/ACL, ingest -> graph stages"
+            "documents",
+            p,
+            {"retention.ms": str(7 * DAY_MS)},
+            "document changed/deleted/ACL, ingest -> graph stages",
         ),
         TopicSpec("graph", p, {"retention.ms": str(7 * DAY_MS)}, "extracted graph facts, extractor -> conflicts"),
         TopicSpec("rpc.retrieve", p, {"retention.ms": str(HOUR_MS)}, "retrieve requests (reply_to + correlation_id)"),
     ]
     specs += [
-        TopicSpec(f"dlq.{stage}", min(p, 3), {"retention.ms": str(30 * DAY_MS)}, f"dead letters of the {stage} stage")
+        TopicSpec(
+            f"dlq.{stage}",
+            min(p, 3),
+            {"retention.ms": str(30 * DAY_MS)},
+            f"dead letters of the {stage} stage",
+        )
         for stage in STAGES
     ]
     return specs

@@ -29,7 +29,12 @@ class S3ObjectStore:
         )
         self.bucket = bucket
         self._client = Minio(
-            endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region, http_client=http
+            endpoint,
+            access_key=access_key,
+            secret_key=secret_key,
+            secure=secure,
+            region=region,
+            http_client=http,
         )
         self._bucket_ready = False
 

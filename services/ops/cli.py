@@ -19,10 +19,22 @@ async def cmd_dlq(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{len(letters)} dead letter(s) in {settings.topic('dlq.' + args.stage)}")
     elif args.action == "show":
         for letter in await read_dead_letters(settings, args.stage):
-            if args.position in (None, letter.record.position, f"{letter.record.partition}:{letter.record.offset}"):
+            if args.position in (
+                None,
+                letter.record.position,
+                f"{letter.record.partition}:{letter.record.offset}",
+            ):
                 r = letter.record
-                print(json.dumps({**letter.summary(), "headers": {k: v.decode("utf-8", "replace") for k, v in r.headers},
-                                  "value": r.value.decode("utf-8", "replace")}, indent=2))
+                print(
+                    json.dumps(
+                        {
+                            **letter.summary(),
+                            "headers": {k: v.decode("utf-8", "replace") for k, v in r.headers},
+                            "value": r.value.decode("utf-8", "replace"),
+                        },
+                        indent=2,
+                    )
+                )
     else:
         n = await redrive(settings, args.stage, error_class=args.error_class, dry_run=args.dry_run)
         print(f"{'would redrive' if args.dry_run else 'redrove'} {n} dead letter(s) of stage {args.stage}")
@@ -41,9 +53,18 @@ async def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total)
 
         result = await replay(settings, args.stage, start=parse_from(args.start), progress=progress)
-    print(json.dumps({"stage": result.stage, "topic": result.topic, "records": result.records,
-                      "seconds": round(result.seconds, 2), "per_second": round(result.per_second, 1),
-                      "dead_lettered": result.dead_lettered}))
+    print(
+        json.dumps(
+            {
+                "stage": result.stage,
+                "topic": result.topic,
+                "records": result.records,
+                "seconds": round(result.seconds, 2),
+                "per_second": round(result.per_second, 1),
+                "dead_lettered": result.dead_lettered,
+            }
+        )
+    )
     return 0
 
 
@@ -59,9 +80,17 @@ async def cmd_rebuild(settings: Settings, args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total)
 
         result = await rebuild(settings, progress=progress)
-    print(json.dumps({"generation": result.generation, "db_schema": result.db_schema,
-                      "envelopes": result.envelopes, "seconds": round(result.seconds, 1),
-                      "note": "running orgmem processes switch to the new generation within seconds"}))
+    print(
+        json.dumps(
+            {
+                "generation": result.generation,
+                "db_schema": result.db_schema,
+                "envelopes": result.envelopes,
+                "seconds": round(result.seconds, 1),
+                "note": "running orgmem processes switch to the new generation within seconds",
+            }
+        )
+    )
     return 0
 
 

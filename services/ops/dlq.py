@@ -31,8 +31,10 @@ class DeadLetter:
     @property
     def original(self) -> str:
         r = self.record
-        return (f"{r.header('x-dlq-original-topic')}:{r.header('x-dlq-original-partition')}:"
-                f"{r.header('x-dlq-original-offset')}")
+        return (
+            f"{r.header('x-dlq-original-topic')}:{r.header('x-dlq-original-partition')}:"
+            f"{r.header('x-dlq-original-offset')}"
+        )
 
     def summary(self) -> dict[str, object]:
         return {
@@ -46,12 +48,15 @@ class DeadLetter:
         }
 
 
-async def read_dead_letters(settings: Settings, stage: str, *, group: str | None = None,
-                            limit: int | None = None) -> list[DeadLetter]:
+async def read_dead_letters(
+    settings: Settings, stage: str, *, group: str | None = None, limit: int | None = None
+) -> list[DeadLetter]:
     """Read dead letters from the start (or the group's committed position) up to the current end."""
     topic = dlq_topic(settings, stage)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=group, enable_auto_commit=False,
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=group,
+        enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
     await consumer.start()
@@ -87,11 +92,13 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
     group = f"{settings.group_prefix}om-dlq-redrive-{stage}"
     topic = dlq_topic(settings, stage)
     consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=settings.kafka_bootstrap_servers, group_id=group, enable_auto_commit=False,
+        topic,
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=group,
+        enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all",
-                                enable_idempotence=True)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", enable_idempotence=True)
     await consumer.start()
     await producer.start()
     sent = 0
@@ -117,7 +124,7 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
                     original = rec.header("x-dlq-original-topic")
                     if not original:
                         continue
-                    headers = [(k[len("x-orig-"):], v) for k, v in rec.headers if k.startswith("x-orig-")]
+                    headers = [(k[len("x-orig-") :], v) for k, v in rec.headers if k.startswith("x-orig-")]
                     headers.append(("x-redriven-from", rec.position.encode()))
                     if not dry_run:
                         await producer.send_and_wait(original, rec.value, key=rec.key, headers=headers)

@@ -50,8 +50,13 @@ async def total_lag(settings: Settings, stages: list[str]) -> tuple[int, int]:
     return lag, committed
 
 
-async def rebuild(base: Settings, *, progress: Callable[[int, int], None] | None = None,
-                  settle_s: float = 1.0, timeout_s: float = 24 * 3600) -> RebuildResult:
+async def rebuild(
+    base: Settings,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    settle_s: float = 1.0,
+    timeout_s: float = 24 * 3600,
+) -> RebuildResult:
     conn = await asyncpg.connect(base.database_url)
     try:
         await conn.execute(generations.DDL)
@@ -71,7 +76,7 @@ async def rebuild(base: Settings, *, progress: Callable[[int, int], None] | None
             lag, done = await total_lag(target, stages)
             if progress:
                 progress(done, done + lag)
-            if lag == 0 and done > 0 or lag == 0 and time.perf_counter() - began > 10:
+            if (lag == 0 and done > 0) or (lag == 0 and time.perf_counter() - began > 10):
                 zero_since = zero_since or time.perf_counter()
                 if time.perf_counter() - zero_since >= settle_s:
                     break

@@ -57,8 +57,9 @@ def parse_from(value: str) -> datetime | None:
     return t
 
 
-async def replay(settings: Settings, stage: str, *, start: datetime | None, batch_size: int = 500,
-                 progress: Any = None) -> ReplayResult:
+async def replay(
+    settings: Settings, stage: str, *, start: datetime | None, batch_size: int = 500, progress: Any = None
+) -> ReplayResult:
     if stage not in STAGE_MODULES:
         raise SystemExit(f"cannot replay {stage!r}; stages: {', '.join(STAGE_MODULES)}")
     module = importlib.import_module(STAGE_MODULES[stage])
@@ -67,8 +68,12 @@ async def replay(settings: Settings, stage: str, *, start: datetime | None, batc
     topic = settings.topic(module.TOPIC)
     dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage)
     handler = module.build_handler(rt, dead_letters)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, group_id=None,
-                                enable_auto_commit=False, max_poll_records=batch_size)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        max_poll_records=batch_size,
+    )
     await consumer.start()
     token = REPLAYING.set(True)
     began = time.perf_counter()
@@ -95,8 +100,14 @@ async def replay(settings: Settings, stage: str, *, start: datetime | None, batc
             for tp, msgs in batch.items():
                 records = [r for r in from_consumer_records(msgs) if r.offset < ends[tp]]
                 if records:
-                    await run_batch(records, handler, dead_letters, attempts=settings.retry_attempts,
-                                    base_delay=settings.retry_base_delay_s, max_delay=settings.retry_max_delay_s)
+                    await run_batch(
+                        records,
+                        handler,
+                        dead_letters,
+                        attempts=settings.retry_attempts,
+                        base_delay=settings.retry_base_delay_s,
+                        max_delay=settings.retry_max_delay_s,
+                    )
                     done += len(records)
             for tp in list(active):
                 if await consumer.position(tp) >= ends[tp]:

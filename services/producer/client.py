@@ -46,8 +46,12 @@ class EnvelopeProducer:
     def __init__(self, bootstrap_servers: str, *, topic: str = "om.envelopes.v1", linger_ms: int = 5) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=linger_ms,
-            max_request_size=8 * 1024 * 1024, max_batch_size=1024 * 1024,
+            bootstrap_servers=bootstrap_servers,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=linger_ms,
+            max_request_size=8 * 1024 * 1024,
+            max_batch_size=1024 * 1024,
         )
 
     async def __aenter__(self) -> EnvelopeProducer:
@@ -60,7 +64,9 @@ class EnvelopeProducer:
     async def send(self, item: ChangeEnvelope | Mapping[str, Any]) -> ProducedRecord:
         env = to_envelope(item)
         md = await self._producer.send_and_wait(
-            self.topic, env.model_dump_json().encode(), key=env.key.encode(),
+            self.topic,
+            env.model_dump_json().encode(),
+            key=env.key.encode(),
             headers=[("x-event-type", b"envelope"), ("x-envelope-id", str(env.envelope_id).encode())],
         )
         return ProducedRecord(str(env.envelope_id), env.key, md.partition, md.offset)
@@ -69,13 +75,17 @@ class EnvelopeProducer:
         envs = [to_envelope(i) for i in items]  # validate all before producing any
         futures = [
             await self._producer.send(
-                self.topic, e.model_dump_json().encode(), key=e.key.encode(),
+                self.topic,
+                e.model_dump_json().encode(),
+                key=e.key.encode(),
                 headers=[("x-event-type", b"envelope"), ("x-envelope-id", str(e.envelope_id).encode())],
             )
             for e in envs
         ]
         mds = await asyncio.gather(*futures)
-        return [ProducedRecord(str(e.envelope_id), e.key, m.partition, m.offset) for e, m in zip(envs, mds, strict=True)]
+        return [
+            ProducedRecord(str(e.envelope_id), e.key, m.partition, m.offset) for e, m in zip(envs, mds, strict=True)
+        ]
 
     async def send_raw(self, value: bytes, key: bytes | None = None) -> ProducedRecord:
         """Produce bytes as they are (tests and tools: a connector bug looks like this)."""

@@ -88,9 +88,7 @@ class Registry:
     )
 
     @classmethod
-    def build(
-        cls, version: int, entity_types: Iterable[str], predicates: Iterable[PredicateSpec]
-    ) -> Registry:
+    def build(cls, version: int, entity_types: Iterable[str], predicates: Iterable[PredicateSpec]) -> Registry:
         """Assemble a registry and its indexes. Does not validate; ``registry_from_dict`` does."""
         preds = tuple(predicates)
         return cls(
@@ -159,15 +157,12 @@ def load_registry(path: str | Path | None = None) -> Registry:
     try:
         raw = source.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigurationError(
-            f"taxonomy registry {source} cannot be read: {exc}", path=str(source)
-        ) from exc
+        raise ConfigurationError(f"taxonomy registry {source} cannot be read: {exc}", path=str(source)) from exc
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ConfigurationError(
-            f"taxonomy registry {source} is not valid JSON: {exc.msg} "
-            f"at line {exc.lineno} column {exc.colno}",
+            f"taxonomy registry {source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
             path=str(source),
         ) from exc
     return registry_from_dict(data, source=str(source))
@@ -216,9 +211,7 @@ def semantic_problems(entity_types: list[str], predicates: list[PredicateSpec]) 
     """Every rule the meta-schema cannot express, as human-readable problems (empty = valid)."""
     problems: list[str] = []
     problems += [f"entity type {n!r} is declared more than once" for n in _duplicates(entity_types)]
-    problems += [
-        f"predicate {n!r} is declared more than once" for n in _duplicates([p.name for p in predicates])
-    ]
+    problems += [f"predicate {n!r} is declared more than once" for n in _duplicates([p.name for p in predicates])]
     known = set(entity_types)
     by_name = {p.name: p for p in predicates}
     fields: dict[str, str] = {}
@@ -253,13 +246,9 @@ def _inverse_problems(p: PredicateSpec, by_name: Mapping[str, PredicateSpec]) ->
         return [f"predicate {p.name!r} has inverse {inv.name!r} but literal predicates cannot be inverted"]
     problems = []
     if not set(p.object_types) <= set(inv.subject_types):
-        problems.append(
-            f"inverse {inv.name!r} of {p.name!r} does not accept subject types {list(p.object_types)}"
-        )
+        problems.append(f"inverse {inv.name!r} of {p.name!r} does not accept subject types {list(p.object_types)}")
     if not set(p.subject_types) <= set(inv.object_types):
-        problems.append(
-            f"inverse {inv.name!r} of {p.name!r} does not accept object types {list(p.subject_types)}"
-        )
+        problems.append(f"inverse {inv.name!r} of {p.name!r} does not accept object types {list(p.subject_types)}")
     return problems
 
 

@@ -52,9 +52,7 @@ async def facts_by_id(
 ) -> list[Fact]:
     conn = await connect(settings)
     try:
-        facts = await reads.query_facts(
-            conn, workspace=WS, viewer=viewer, subjects=[("person", subject)], as_of=as_of
-        )
+        facts = await reads.query_facts(conn, workspace=WS, viewer=viewer, subjects=[("person", subject)], as_of=as_of)
         return [f for f in facts if f.predicate == predicate]
     finally:
         await conn.close()

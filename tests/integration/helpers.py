@@ -107,8 +107,9 @@ async def eventually(
 
 
 async def connect(settings: Settings) -> asyncpg.Connection:
-    conn = await asyncpg.connect(settings.database_url,
-                                 server_settings={"search_path": f"{quote_ident(settings.db_schema)}, public"})
+    conn = await asyncpg.connect(
+        settings.database_url, server_settings={"search_path": f"{quote_ident(settings.db_schema)}, public"}
+    )
     return conn
 
 

@@ -93,15 +93,11 @@ async def load_corpus(settings: Settings) -> None:
 
 async def wait_embedded(settings: Settings, n: int) -> None:
     async def ready() -> bool:
-        count = await fetchval(
-            settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL"
-        )
+        count = await fetchval(settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL")
         return bool(count >= n)
 
     await eventually(ready, timeout=60)
 
 
 async def call(client: httpx.AsyncClient, viewer: ViewerSpec, query: str, **body: Any) -> httpx.Response:
-    return await client.post(
-        "/tools/retrieve_context", json={"query": query, **body}, headers=viewer.headers()
-    )
+    return await client.post("/tools/retrieve_context", json={"query": query, **body}, headers=viewer.headers())

@@ -22,9 +22,7 @@ async def test_relationship_from_message_has_evidence(settings: Settings, pipeli
     [ev] = fact.evidence
     doc = await fetchval(settings, "SELECT id FROM documents WHERE external_id = 'C1/1'")
     assert ev.document_id == doc
-    chunk = await fetch(
-        settings, "SELECT char_start, char_end, is_parent FROM chunks WHERE id = $1", ev.chunk_id
-    )
+    chunk = await fetch(settings, "SELECT char_start, char_end, is_parent FROM chunks WHERE id = $1", ev.chunk_id)
     assert not chunk[0]["is_parent"] and chunk[0]["char_start"] <= ev.span_start < chunk[0]["char_end"]
     # a viewer without the document's principal sees nothing; an empty viewer sees nothing
     assert await facts_of(settings, "Priya Shah", [principal()]) == []
@@ -34,13 +32,9 @@ async def test_relationship_from_message_has_evidence(settings: Settings, pipeli
 async def test_exclusive_change_keeps_both_winners_for_as_of(settings: Settings, pipeline: Any) -> None:
     await pipeline(*STAGES)
     g = principal()
-    await produce(
-        settings, envelope("C1/1", "Priya Shah reports to Dana Lee.", principals=[g], event_time=later(0))
-    )
+    await produce(settings, envelope("C1/1", "Priya Shah reports to Dana Lee.", principals=[g], event_time=later(0)))
     await eventually(lambda: facts_of(settings, "Priya Shah", [g], "reports_to"))
-    await produce(
-        settings, envelope("C1/2", "Priya Shah reports to Sam Ortiz.", principals=[g], event_time=later(60))
-    )
+    await produce(settings, envelope("C1/2", "Priya Shah reports to Sam Ortiz.", principals=[g], event_time=later(60)))
 
     async def current_is_sam() -> bool:
         facts = await facts_of(settings, "Priya Shah", [g], "reports_to")
@@ -52,9 +46,7 @@ async def test_exclusive_change_keeps_both_winners_for_as_of(settings: Settings,
     assert [f.object.name for f in before if f.object] == ["Dana Lee"]
     assert [f.object.name for f in after if f.object] == ["Sam Ortiz"]
     assert before[0].valid_to == later(60) and before[0].invalidated_at is None  # superseded, still believed
-    rows = await fetch(
-        settings, "SELECT status FROM facts WHERE predicate = 'reports_to' ORDER BY valid_from"
-    )
+    rows = await fetch(settings, "SELECT status FROM facts WHERE predicate = 'reports_to' ORDER BY valid_from")
     assert [r["status"] for r in rows] == ["superseded", "active"]
     # month grain: both winners overlap May 2024
     month = await facts_of(settings, "Priya Shah", [g], "reports_to", as_of=later(30), as_of_grain="month")
@@ -64,16 +56,10 @@ async def test_exclusive_change_keeps_both_winners_for_as_of(settings: Settings,
 async def test_out_of_order_exclusive_is_chained(settings: Settings, pipeline: Any) -> None:
     await pipeline(*STAGES)
     g = principal()
-    await produce(
-        settings, envelope("C1/2", "Priya Shah reports to Sam Ortiz.", principals=[g], event_time=later(60))
-    )
+    await produce(settings, envelope("C1/2", "Priya Shah reports to Sam Ortiz.", principals=[g], event_time=later(60)))
     await eventually(lambda: facts_of(settings, "Priya Shah", [g], "reports_to"))
-    await produce(
-        settings, envelope("C1/1", "Priya Shah reports to Dana Lee.", principals=[g], event_time=later(0))
-    )
-    await eventually(
-        lambda: fetchval(settings, "SELECT count(*) = 2 FROM facts WHERE predicate = 'reports_to'")
-    )
+    await produce(settings, envelope("C1/1", "Priya Shah reports to Dana Lee.", principals=[g], event_time=later(0)))
+    await eventually(lambda: fetchval(settings, "SELECT count(*) = 2 FROM facts WHERE predicate = 'reports_to'"))
     now = await facts_of(settings, "Priya Shah", [g], "reports_to")
     assert [f.object.name for f in now if f.object] == ["Sam Ortiz"]
     early = await facts_of(settings, "Priya Shah", [g], "reports_to", as_of=later(30))
@@ -128,9 +114,7 @@ async def test_path_walk_never_crosses_invisible_edge(settings: Settings, pipeli
         envelope("C1/1", "Ann Lee reports to Bob Ray.", principals=[g1]),
         envelope("C2/1", "Bob Ray reports to Cid Moss.", principals=[g2]),
     )
-    await eventually(
-        lambda: fetchval(settings, "SELECT count(*) = 2 FROM facts WHERE predicate = 'reports_to'")
-    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) = 2 FROM facts WHERE predicate = 'reports_to'"))
     ann = await entity_id(settings, "Ann Lee", [g1])
     assert ann is not None
     limited = await paths_from(settings, ann, [g1], max_depth=3)
@@ -141,6 +125,7 @@ async def test_path_walk_never_crosses_invisible_edge(settings: Settings, pipeli
     assert [n.name for n in deepest.nodes] == ["Ann Lee", "Bob Ray", "Cid Moss"]
     assert [s.predicate in ("reports_to", "manages") for s in deepest.steps] == [True, True]
     # fan-out 1 at depth 1 still reaches only the visible neighbour
-    assert {
-        n.name for p in await paths_from(settings, ann, [g1], max_depth=1, max_fanout=1) for n in p.nodes
-    } == {"Ann Lee", "Bob Ray"}
+    assert {n.name for p in await paths_from(settings, ann, [g1], max_depth=1, max_fanout=1) for n in p.nodes} == {
+        "Ann Lee",
+        "Bob Ray",
+    }

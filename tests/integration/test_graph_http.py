@@ -26,15 +26,9 @@ async def test_tools_and_cards(settings: Settings, pipeline: Any) -> None:
         envelope("C1/1", "Priya Shah reports to Dana Lee.", principals=[g], event_time=later(0)),
         envelope("C1/2", "Dana Lee reports to Omar Hale.", principals=[g], event_time=later(1)),
     )
-    await eventually(
-        lambda: fetchval(settings, "SELECT count(*) = 2 FROM facts WHERE predicate = 'reports_to'")
-    )
-    await produce(
-        settings, envelope("C1/3", "Priya Shah reports to Sam Ortiz.", principals=[g], event_time=later(60))
-    )
-    await eventually(
-        lambda: fetchval(settings, "SELECT count(*) = 3 FROM facts WHERE predicate = 'reports_to'")
-    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) = 2 FROM facts WHERE predicate = 'reports_to'"))
+    await produce(settings, envelope("C1/3", "Priya Shah reports to Sam Ortiz.", principals=[g], event_time=later(60)))
+    await eventually(lambda: fetchval(settings, "SELECT count(*) = 3 FROM facts WHERE predicate = 'reports_to'"))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
         r = await c.post("/tools/query_facts", json={"about": "Priya Shah"}, headers=headers(g))
         assert r.status_code == 200, r.text
@@ -45,16 +39,14 @@ async def test_tools_and_cards(settings: Settings, pipeline: Any) -> None:
             json={"about": "Priya Shah", "as_of": later(30).isoformat()},
             headers=headers(g),
         )
-        assert [f["object"]["name"] for f in r.json()["facts"] if f["predicate"] == "reports_to"] == [
-            "Dana Lee"
-        ]
+        assert [f["object"]["name"] for f in r.json()["facts"] if f["predicate"] == "reports_to"] == ["Dana Lee"]
         bad = await c.post(
             "/tools/query_facts", json={"about": "Priya Shah", "as_of_grain": "week"}, headers=headers(g)
         )
         assert bad.status_code == 422
-        assert (
-            await c.post("/tools/query_facts", json={"about": "Priya Shah"}, headers=headers(other))
-        ).json()["facts"] == []
+        assert (await c.post("/tools/query_facts", json={"about": "Priya Shah"}, headers=headers(other))).json()[
+            "facts"
+        ] == []
         diff = await c.post(
             "/tools/diff_facts",
             json={
@@ -67,8 +59,7 @@ async def test_tools_and_cards(settings: Settings, pipeline: Any) -> None:
         assert diff.status_code == 200, diff.text
         [change] = [x for x in diff.json()["changed"] if x["predicate"] == "reports_to"]
         assert (
-            change["before"][0]["object"]["name"] == "Dana Lee"
-            and change["after"][0]["object"]["name"] == "Sam Ortiz"
+            change["before"][0]["object"]["name"] == "Dana Lee" and change["after"][0]["object"]["name"] == "Sam Ortiz"
         )
         paths = await c.post(
             "/tools/query_paths",
@@ -82,15 +73,9 @@ async def test_tools_and_cards(settings: Settings, pipeline: Any) -> None:
         card = await c.get(f"/v1/graph/persons/{priya}", headers=headers(g))
         assert card.status_code == 200, card.text
         assert card.json()["name"] == "Priya Shah"
-        assert [f["object"]["name"] for f in card.json()["facts"] if f["predicate"] == "reports_to"] == [
-            "Sam Ortiz"
-        ]
-        old = await c.get(
-            f"/v1/graph/persons/{priya}", params={"as_of": later(30).isoformat()}, headers=headers(g)
-        )
-        assert [f["object"]["name"] for f in old.json()["facts"] if f["predicate"] == "reports_to"] == [
-            "Dana Lee"
-        ]
+        assert [f["object"]["name"] for f in card.json()["facts"] if f["predicate"] == "reports_to"] == ["Sam Ortiz"]
+        old = await c.get(f"/v1/graph/persons/{priya}", params={"as_of": later(30).isoformat()}, headers=headers(g))
+        assert [f["object"]["name"] for f in old.json()["facts"] if f["predicate"] == "reports_to"] == ["Dana Lee"]
         assert (await c.get(f"/v1/graph/persons/{priya}", headers=headers(other))).status_code == 404
         assert (
             await c.get(f"/v1/graph/entities/{priya}", params={"as_of_grain": "week"}, headers=headers(g))

@@ -19,9 +19,7 @@ async def test_email_and_platform_user_alias_become_one_person(settings: Setting
     bridge = [{"namespace": "platform_user", "value": PLATFORM_USER, "verified": True}]
     await produce(
         settings,
-        envelope(
-            "C1/1", "Morning all.", principals=[g], author_email="ana@corp.example", author_name="Ana Ruiz"
-        ),
+        envelope("C1/1", "Morning all.", principals=[g], author_email="ana@corp.example", author_name="Ana Ruiz"),
     )
     await eventually(lambda: fetchval(settings, "SELECT count(*) = 1 FROM people"))
     await produce(
@@ -49,9 +47,7 @@ async def test_email_and_platform_user_alias_become_one_person(settings: Setting
             event_time=later(2),
         ),
     )
-    await eventually(
-        lambda: fetchval(settings, "SELECT count(*) = 1 FROM people WHERE merged_into IS NOT NULL")
-    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) = 1 FROM people WHERE merged_into IS NOT NULL"))
     owners = await fetch(
         settings,
         "SELECT DISTINCT person_id FROM person_aliases WHERE namespace IN ('email', 'platform_user')",
@@ -74,9 +70,7 @@ async def test_name_similarity_only_proposes(settings: Settings, pipeline: Any) 
         envelope("C1/2", "hi", principals=[g], author_email="kim2@corp.example", author_name="Kim Park"),
     )
     await eventually(lambda: fetchval(settings, "SELECT count(*) = 2 FROM people"))
-    await produce(
-        settings, envelope("C1/3", "Kim Park reports to Dana Lee.", principals=[g], event_time=later(3))
-    )
+    await produce(settings, envelope("C1/3", "Kim Park reports to Dana Lee.", principals=[g], event_time=later(3)))
     await eventually(lambda: fetchval(settings, "SELECT count(*) >= 2 FROM person_merge_proposals"))
     assert await fetchval(settings, "SELECT count(*) FROM people WHERE merged_into IS NOT NULL") == 0
 
@@ -133,9 +127,7 @@ async def test_structured_fields_are_author_claims(settings: Settings, pipeline:
 
     await eventually(promoted)
     # the first version's evidence left with the edit: its title is retracted, not merely superseded
-    rows = await fetch(
-        settings, "SELECT value, status FROM facts WHERE predicate = 'has_title' ORDER BY valid_from"
-    )
+    rows = await fetch(settings, "SELECT value, status FROM facts WHERE predicate = 'has_title' ORDER BY valid_from")
     assert [(r["value"], r["status"]) for r in rows] == [
         ("Staff Engineer", "retracted"),
         ("Principal Engineer", "active"),
@@ -151,9 +143,7 @@ async def test_replaying_extract_does_not_duplicate_facts(settings: Settings, pi
         envelope("C1/2", "Acme Corp competes with Globex Inc.", principals=[g]),
         envelope("C1/3", "Bob Stone founded Globex Inc.", principals=[g]),
     )
-    await eventually(
-        lambda: fetchval(settings, "SELECT count(*) >= 3 FROM facts WHERE predicate <> 'mentioned'")
-    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) >= 3 FROM facts WHERE predicate <> 'mentioned'"))
     await asyncio.sleep(1.0)
     counts = await fetch(
         settings,

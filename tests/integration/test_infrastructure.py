@@ -64,8 +64,13 @@ async def test_kafka_broker_is_apache_kafka_and_data_survives_sigkill(tmp_path: 
         subprocess.run([KAFKA_SH, "start"], env=env, check=True)
         assert int(pidfile.read_text()) != pid
 
-        consumer = AIOKafkaConsumer("durable", bootstrap_servers="127.0.0.1:29092", auto_offset_reset="earliest",
-                                    group_id=None, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            "durable",
+            bootstrap_servers="127.0.0.1:29092",
+            auto_offset_reset="earliest",
+            group_id=None,
+            enable_auto_commit=False,
+        )
         await consumer.start()
         try:
             got: list[bytes] = []
@@ -90,17 +95,24 @@ async def test_pgvector_hnsw_index_is_created_and_used(settings: Settings) -> No
         doc = uuid.uuid4()
         await conn.execute(
             "INSERT INTO documents (id, workspace, source_system, external_id, kind, event_time)"
-            " VALUES ($1, 'w', 's', 'x', 'message', now())", doc)
+            " VALUES ($1, 'w', 's', 'x', 'message', now())",
+            doc,
+        )
         rows = [(uuid.uuid4(), doc, f"[{','.join(str((i * j) % 7 + 0.1) for j in range(8))}]") for i in range(2000)]
         await conn.executemany(
             "INSERT INTO chunks (id, document_id, workspace, is_parent, ordinal, char_start, char_end, text,"
             " content_hash, event_time, source_system, kind, embedding, embedding_model)"
             f" VALUES ($1, $2, 'w', false, 0, 0, 1, 't', 'h', now(), 's', 'message', $3::vector, {sql_literal(model)})",
-            rows)
+            rows,
+        )
         await conn.execute("ANALYZE chunks")
-        plan = "\n".join(r[0] for r in await conn.fetch(
-            f"EXPLAIN SELECT id FROM chunks WHERE embedding_model = {sql_literal(model)} AND NOT is_parent"
-            f" ORDER BY {vector_expr(8)} <=> '[1,0,0,0,0,0,0,0]'::vector(8) LIMIT 10"))
+        plan = "\n".join(
+            r[0]
+            for r in await conn.fetch(
+                f"EXPLAIN SELECT id FROM chunks WHERE embedding_model = {sql_literal(model)} AND NOT is_parent"
+                f" ORDER BY {vector_expr(8)} <=> '[1,0,0,0,0,0,0,0]'::vector(8) LIMIT 10"
+            )
+        )
         assert index in plan, plan
         ext = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         assert ext >= "0.6"
@@ -110,12 +122,24 @@ async def test_pgvector_hnsw_index_is_created_and_used(settings: Settings) -> No
 
 async def test_s3_refuses_wrong_credentials_and_accepts_right_ones(stack_env: dict[str, str]) -> None:
     bucket = f"t-{uuid.uuid4().hex[:10]}"
-    good = S3ObjectStore(endpoint=stack_env["S3_ENDPOINT"], access_key=stack_env["S3_ACCESS_KEY"],
-                         secret_key=stack_env["S3_SECRET_KEY"], bucket=bucket, secure=False, region="us-east-1")
+    good = S3ObjectStore(
+        endpoint=stack_env["S3_ENDPOINT"],
+        access_key=stack_env["S3_ACCESS_KEY"],
+        secret_key=stack_env["S3_SECRET_KEY"],
+        bucket=bucket,
+        secure=False,
+        region="us-east-1",
+    )
     await good.put("k", b"v")
     assert await good.get("k") == b"v"
-    bad = S3ObjectStore(endpoint=stack_env["S3_ENDPOINT"], access_key=stack_env["S3_ACCESS_KEY"],
-                        secret_key="wrong-secret", bucket=bucket, secure=False, region="us-east-1")
+    bad = S3ObjectStore(
+        endpoint=stack_env["S3_ENDPOINT"],
+        access_key=stack_env["S3_ACCESS_KEY"],
+        secret_key="wrong-secret",
+        bucket=bucket,
+        secure=False,
+        region="us-east-1",
+    )
     with pytest.raises(ObjectStoreError) as err:
         await bad.put("k2", b"v")
     assert "Signature" in str(err.value) or "Access" in str(err.value)

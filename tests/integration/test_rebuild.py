@@ -13,10 +13,13 @@ from tests.integration.helpers import envelope, eventually, fetch, fetchval, lat
 
 
 async def _projection(settings: Settings) -> list[tuple[Any, ...]]:
-    rows = await fetch(settings, "SELECT d.id, d.current_version, d.content_hash, d.principals, d.deleted_at,"
-                                 " count(c.id) FILTER (WHERE c.embedding IS NOT NULL) AS vectors"
-                                 " FROM documents d LEFT JOIN chunks c ON c.document_id = d.id"
-                                 " GROUP BY d.id ORDER BY d.id")
+    rows = await fetch(
+        settings,
+        "SELECT d.id, d.current_version, d.content_hash, d.principals, d.deleted_at,"
+        " count(c.id) FILTER (WHERE c.embedding IS NOT NULL) AS vectors"
+        " FROM documents d LEFT JOIN chunks c ON c.document_id = d.id"
+        " GROUP BY d.id ORDER BY d.id",
+    )
     return [tuple(r) for r in rows]
 
 
@@ -28,8 +31,13 @@ async def test_rebuild_builds_identical_generation_and_switches(settings: Settin
     envs = [envelope(f"RB/{i}", f"rebuild me {i}", principals=[g[i % 2]], event_time=later(i)) for i in range(40)]
     envs.append(envelope("RB/3", op="delete", event_time=later(100)))
     await produce(settings, *envs)
-    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM chunks WHERE NOT is_parent AND NOT deleted"
-                                                " AND embedding IS NOT NULL"), until=lambda v: v == 39)
+    await eventually(
+        lambda: fetchval(
+            settings,
+            "SELECT count(*) FROM chunks WHERE NOT is_parent AND NOT deleted AND embedding IS NOT NULL",
+        ),
+        until=lambda v: v == 39,
+    )
     live = await _projection(settings)
 
     result = await rebuild(settings, settle_s=0.5)

@@ -30,9 +30,7 @@ async def corpus(
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
     rt = await pipeline("ingest", "embed", "retrieve", settings_override=s)
     await load_corpus(s)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t"
-    ) as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as client:
         yield s, client
 
 
@@ -79,18 +77,14 @@ async def test_scope_tiers_follow_the_hierarchy(corpus: tuple[Settings, httpx.As
     resp = await call(client, VIEWERS["alice"], "quasar migration codename rollout", limit=50, arms="lexical")
     scopes = {p["external_id"]: p["scope"] for p in resp.json()["passages"]}
     expected = {"alice-private": "user", "team-1": "team", "division": "division", "org-wide": "org"}
-    assert {k: v for k, v in scopes.items() if k in expected} == {
-        k: expected[k] for k in scopes if k in expected
-    }
+    assert {k: v for k, v in scopes.items() if k in expected} == {k: expected[k] for k in scopes if k in expected}
     assert "alice-private" in scopes
 
 
 async def test_tombstone_and_acl_change(corpus: tuple[Settings, httpx.AsyncClient]) -> None:
     settings, client = corpus
     carol, alice, bob = VIEWERS["carol"], VIEWERS["alice"], VIEWERS["bob"]
-    assert [p["external_id"] for p in (await call(client, carol, "grindel")).json()["passages"]] == [
-        "org-wide"
-    ]
+    assert [p["external_id"] for p in (await call(client, carol, "grindel")).json()["passages"]] == ["org-wide"]
     await produce(
         settings,
         envelope("org-wide", op="delete", event_time=later(5)),
@@ -161,13 +155,9 @@ async def test_validation_auth_and_limits(corpus: tuple[Settings, httpx.AsyncCli
     assert r.json()["passages"] == []  # every document is from 2024
     r = await call(client, alice, "what did the quasar notes say as of March 2024")
     assert r.json()["temporal_plan"]["kind"] == "point" and r.json()["passages"] == []
-    kb = await client.post(
-        "/tools/search_knowledge_base", json={"query": "plumbrik"}, headers=alice.headers()
-    )
+    kb = await client.post("/tools/search_knowledge_base", json={"query": "plumbrik"}, headers=alice.headers())
     assert kb.status_code == 200 and kb.json()["passages"][0]["external_id"] == "division"
-    audit = await fetch(
-        settings, "SELECT viewer, tool, query_hash, returned_ids FROM retrieval_audit ORDER BY id"
-    )
+    audit = await fetch(settings, "SELECT viewer, tool, query_hash, returned_ids FROM retrieval_audit ORDER BY id")
     assert audit and audit[-1]["tool"] == "search_knowledge_base" and len(audit[-1]["query_hash"]) == 64
     assert all("plumbrik" not in (a["query_hash"]) for a in audit)
 

@@ -26,18 +26,11 @@ async def test_hundred_parallel_requests_each_get_their_own_reply(
     words = [f"tok{uuid.uuid4().hex[:8]}" for _ in range(100)]
     await produce(
         s,
-        *(
-            envelope(f"doc-{i}", f"Release note {i}: {w} shipped.", principals=[group])
-            for i, w in enumerate(words)
-        ),
+        *(envelope(f"doc-{i}", f"Release note {i}: {w} shipped.", principals=[group]) for i, w in enumerate(words)),
     )
     await wait_embedded(s, 100)
-    async with OrgMemoryClient.kafka(
-        s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30
-    ) as om:
-        replies = await asyncio.gather(
-            *(om.retrieve_context({"query": w, "limit": 3}, groups=[group]) for w in words)
-        )
+    async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
+        replies = await asyncio.gather(*(om.retrieve_context({"query": w, "limit": 3}, groups=[group]) for w in words))
         for i, reply in enumerate(replies):
             assert reply.passages[0].external_id == f"doc-{i}"
         kb = await om.search_knowledge_base({"query": words[7]}, groups=[group])
@@ -99,9 +92,7 @@ async def test_retriever_restart_requesters_time_out_then_retry_succeeds(
     async with OrgMemoryClient.kafka(
         s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=20, retries=0
     ) as om:
-        first = await om.retrieve_context(
-            {"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups
-        )
+        first = await om.retrieve_context({"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups)
         assert first.passages[0].external_id == "team-1"
         await stop_runtime(retriever)  # the retriever goes away; requests now sit unanswered
         in_flight = [

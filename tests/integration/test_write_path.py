@@ -51,7 +51,7 @@ async def test_direct_produce_reaches_projection_with_vectors(settings: Settings
     assert await fetchval(settings, "SELECT count(*) FROM documents") == 1
     # the raw envelope is archived in S3 under the document row's blob key
     key = await fetchval(settings, "SELECT blob_key FROM documents")
-    rt = (await pipeline())  # a runtime without stages, for its object store
+    rt = await pipeline()  # a runtime without stages, for its object store
     blob = json.loads(await read_archived(rt.store, key))
     assert blob["source"]["external_id"] == "C1/1"
 
@@ -121,7 +121,10 @@ async def test_older_version_after_newer_keeps_newer_content(settings: Settings,
     newer = envelope("W/1", "Dana now leads the Search team.", principals=[g], event_time=later(60))
     older = envelope("W/1", "Lee leads the Search team.", principals=[g], event_time=later(0))
     await produce(settings, newer, older)
-    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"), until=lambda v: v == 2)
+    await eventually(
+        lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"),
+        until=lambda v: v == 2,
+    )
     assert await lexical(settings, "Dana", [g]) == ["W/1"]
     assert await lexical(settings, "Lee", [g]) == []
     assert await fetchval(settings, "SELECT current_version FROM documents") == 1
@@ -130,18 +133,27 @@ async def test_older_version_after_newer_keeps_newer_content(settings: Settings,
 async def test_delete_tombstones_and_acl_changes_visibility(settings: Settings, pipeline: Any) -> None:
     await pipeline("ingest")
     g, h = principal(), principal()
-    await produce(settings, envelope("A/1", "alpha bravo", principals=[g]),
-                  envelope("A/2", "alpha charlie", principals=[g]))
+    await produce(
+        settings,
+        envelope("A/1", "alpha bravo", principals=[g]),
+        envelope("A/2", "alpha charlie", principals=[g]),
+    )
     await eventually(lambda: lexical(settings, "alpha", [g]))
-    await produce(settings, envelope("A/1", op="delete", event_time=later(5)),
-                  envelope("A/2", op="acl", principals=[h], event_time=later(5)))
+    await produce(
+        settings,
+        envelope("A/1", op="delete", event_time=later(5)),
+        envelope("A/2", op="acl", principals=[h], event_time=later(5)),
+    )
     await eventually(lambda: lexical(settings, "alpha", [h]), until=lambda v: v == ["A/2"])
     assert await lexical(settings, "alpha", [g]) == []  # A/1 deleted, A/2 moved to h
     row = (await fetch(settings, "SELECT deleted_at, current_version FROM documents WHERE external_id='A/1'"))[0]
     assert row["deleted_at"] is not None and row["current_version"] == 1  # the id stays
     # an older ACL change loses (last writer wins on acl_event_time)
     await produce(settings, envelope("A/2", op="acl", principals=[g], event_time=later(1)))
-    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"), until=lambda v: v == 5)
+    await eventually(
+        lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"),
+        until=lambda v: v == 5,
+    )
     assert await lexical(settings, "alpha", [h]) == ["A/2"]
 
 
@@ -190,15 +202,30 @@ async def test_replay_twice_leaves_projection_unchanged(settings: Settings, pipe
 
     await pipeline("ingest", "embed")
     groups = [principal() for _ in range(3)]
-    envs = [envelope(f"R/{i}", f"replay document {i} about topic {i % 7}", principals=[groups[i % 3]],
-                     event_time=later(i)) for i in range(60)]
-    envs += [envelope("R/1", op="delete", event_time=later(500)),
-             envelope("R/2", op="acl", principals=[groups[2]], event_time=later(500))]
+    envs = [
+        envelope(
+            f"R/{i}",
+            f"replay document {i} about topic {i % 7}",
+            principals=[groups[i % 3]],
+            event_time=later(i),
+        )
+        for i in range(60)
+    ]
+    envs += [
+        envelope("R/1", op="delete", event_time=later(500)),
+        envelope("R/2", op="acl", principals=[groups[2]], event_time=later(500)),
+    ]
     await produce(settings, *envs)
-    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"),
-                     until=lambda v: v == len(envs))
-    await eventually(lambda: fetchval(settings, "SELECT count(*) = 0 FROM chunks WHERE NOT is_parent AND NOT deleted"
-                                                " AND embedding IS NULL"))
+    await eventually(
+        lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"),
+        until=lambda v: v == len(envs),
+    )
+    await eventually(
+        lambda: fetchval(
+            settings,
+            "SELECT count(*) = 0 FROM chunks WHERE NOT is_parent AND NOT deleted AND embedding IS NULL",
+        )
+    )
     before = await _fingerprint(settings)
     for _ in range(2):
         result = await replay(settings, "ingest", start=None)
@@ -208,12 +235,22 @@ async def test_replay_twice_leaves_projection_unchanged(settings: Settings, pipe
 
 async def _fingerprint(settings: Settings) -> dict[str, Any]:
     return {
-        "documents": [tuple(r) for r in await fetch(
-            settings, "SELECT id, current_version, content_hash, principals, deleted_at, event_time"
-                      " FROM documents ORDER BY id")],
+        "documents": [
+            tuple(r)
+            for r in await fetch(
+                settings,
+                "SELECT id, current_version, content_hash, principals, deleted_at, event_time"
+                " FROM documents ORDER BY id",
+            )
+        ],
         "versions": await fetchval(settings, "SELECT count(*) FROM document_versions"),
-        "chunks": [tuple(r) for r in await fetch(
-            settings, "SELECT id, content_hash, principals, deleted, embedding_model FROM chunks ORDER BY id")],
+        "chunks": [
+            tuple(r)
+            for r in await fetch(
+                settings,
+                "SELECT id, content_hash, principals, deleted, embedding_model FROM chunks ORDER BY id",
+            )
+        ],
         "people": await fetchval(settings, "SELECT count(*) FROM people"),
     }
 
@@ -224,15 +261,29 @@ async def test_participants_and_people_resolve_by_identity_keys(settings: Settin
     ident = [{"namespace": "platform_user", "value": uid, "verified": True}]
     await produce(
         settings,
-        envelope("P/1", "hello", principals=[principal()], author_email="ana@northwind.example", author_name="Ana",
-                 participants=[{"email": "omar@northwind.example", "display_name": "Omar", "role": "to"}]),
+        envelope(
+            "P/1",
+            "hello",
+            principals=[principal()],
+            author_email="ana@northwind.example",
+            author_name="Ana",
+            participants=[{"email": "omar@northwind.example", "display_name": "Omar", "role": "to"}],
+        ),
         envelope("P/2", "again", principals=[principal()], author_email="ana@northwind.example", identities=ident),
     )
-    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"), until=lambda v: v == 2)
-    people = await fetch(settings, "SELECT p.display_name, array_agg(a.namespace ORDER BY a.namespace) AS ns"
-                                   " FROM people p JOIN person_aliases a ON a.person_id = p.id GROUP BY p.id"
-                                   " ORDER BY p.display_name")
-    assert [(p["display_name"], p["ns"]) for p in people] == [("Ana", ["email", "platform_user"]),
-                                                              ("Omar", ["email"])]
+    await eventually(
+        lambda: fetchval(settings, "SELECT count(*) FROM processed_events WHERE stage='ingest'"),
+        until=lambda v: v == 2,
+    )
+    people = await fetch(
+        settings,
+        "SELECT p.display_name, array_agg(a.namespace ORDER BY a.namespace) AS ns"
+        " FROM people p JOIN person_aliases a ON a.person_id = p.id GROUP BY p.id"
+        " ORDER BY p.display_name",
+    )
+    assert [(p["display_name"], p["ns"]) for p in people] == [
+        ("Ana", ["email", "platform_user"]),
+        ("Omar", ["email"]),
+    ]
     roles = await fetch(settings, "SELECT role FROM participants ORDER BY role")
     assert [r["role"] for r in roles] == ["author", "author", "to"]

@@ -39,9 +39,7 @@ def test_wheel_ships_the_model_files() -> None:
         assert (directory / name).is_file(), name
 
 
-async def test_matches_sentence_transformers_reference(
-    minilm: MiniLMEmbedder, reference: dict[str, Any]
-) -> None:
+async def test_matches_sentence_transformers_reference(minilm: MiniLMEmbedder, reference: dict[str, Any]) -> None:
     sentences: list[str] = reference["sentences"]
     assert len(sentences) == 10
     vectors = await minilm.embed(sentences)

@@ -14,9 +14,7 @@ from services.errors import TransientError, VendorError, VendorRejectedError
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-def _vectors_response(
-    request: httpx.Request, dim: int = 4, drop: int = 0, scale: float = 2.0
-) -> httpx.Response:
+def _vectors_response(request: httpx.Request, dim: int = 4, drop: int = 0, scale: float = 2.0) -> httpx.Response:
     body = json.loads(request.content)
     inputs = body["input"]
     data = [

@@ -141,9 +141,7 @@ def test_envelope_fields(chat: Path) -> None:
     ],
 )
 def test_chat_context(chat: Path, context: Any, third: str) -> None:
-    texts = [
-        e.document.text for e in iter_envelopes(chat, workspace="w", context=context, now=NOW) if e.document
-    ]
+    texts = [e.document.text for e in iter_envelopes(chat, workspace="w", context=context, now=NOW) if e.document]
     assert texts[2] == third
 
 
@@ -192,9 +190,7 @@ def test_documents_people_and_fallbacks(tmp_path: Path) -> None:
             ),
         ],
     )
-    _write(
-        tmp_path / "people.jsonl", [{"id": "eid_1", "name": "Ann Lee"}, {"id": "eid_2", "name": "Raj Iyer"}]
-    )
+    _write(tmp_path / "people.jsonl", [{"id": "eid_1", "name": "Ann Lee"}, {"id": "eid_2", "name": "Raj Iyer"}])
     meeting, pr, design = list(iter_envelopes(tmp_path, workspace="w", now=NOW, synthetic_emails=True))
     assert meeting.author is None and meeting.document is not None
     assert meeting.document.kind is DocumentKind.MEETING and meeting.document.text == "Attendees: ..."
@@ -309,13 +305,9 @@ def test_gold_roundtrip_and_sniffing(tmp_path: Path) -> None:
         ({"qid": "q1", "query": "again"}, "qid", "duplicate qid"),
     ],
 )
-def test_gold_errors_name_line_and_field(
-    tmp_path: Path, line: dict[str, Any], field: str, fragment: str
-) -> None:
+def test_gold_errors_name_line_and_field(tmp_path: Path, line: dict[str, Any], field: str, fragment: str) -> None:
     path = tmp_path / "gold.jsonl"
-    path.write_text(
-        json.dumps({"qid": "q1", "query": "ok"}) + "\n\n" + json.dumps(line) + "\n", encoding="utf-8"
-    )
+    path.write_text(json.dumps({"qid": "q1", "query": "ok"}) + "\n\n" + json.dumps(line) + "\n", encoding="utf-8")
     with pytest.raises(GoldFormatError) as err:
         read_gold(path)
     assert err.value.line == 3 and err.value.field == field and fragment in str(err.value)
@@ -332,9 +324,7 @@ def test_malformed_json_names_line(tmp_path: Path) -> None:
 
 def test_viewer_principals() -> None:
     g = group_principal("toy", "a")
-    q = GoldQuery(
-        qid="q", query="x", viewer={"principal_id": "user:" + str(uuid.UUID(int=1)), "groups": [g, g]}
-    )
+    q = GoldQuery(qid="q", query="x", viewer={"principal_id": "user:" + str(uuid.UUID(int=1)), "groups": [g, g]})
     assert q.viewer.groups == (g,)
     assert q.viewer.principals() == frozenset({g, "user:" + str(uuid.UUID(int=1))})
 

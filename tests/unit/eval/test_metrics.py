@@ -24,9 +24,7 @@ G1 = "group:00000000-0000-0000-0000-000000000001"
 G2 = "group:00000000-0000-0000-0000-000000000002"
 
 
-def _q(
-    qid: str, expected: list[str], category: str = "single_hop", groups: tuple[str, ...] = (G1,)
-) -> GoldQuery:
+def _q(qid: str, expected: list[str], category: str = "single_hop", groups: tuple[str, ...] = (G1,)) -> GoldQuery:
     return GoldQuery(
         qid=qid,
         query=f"question {qid}",
@@ -159,9 +157,7 @@ def test_abstention_category_reported_separately() -> None:
     assert report.overall.n == 1 and report.overall.recall[10] == 1.0
     assert report.all_with_gold.n == 2 and report.all_with_gold.recall[10] == pytest.approx(0.5)
     adversarial = next(r for r in report.categories if r.category == "adversarial")
-    assert (
-        adversarial.abstention and adversarial.metrics is not None and adversarial.metrics.recall[10] == 0.0
-    )
+    assert adversarial.abstention and adversarial.metrics is not None and adversarial.metrics.recall[10] == 0.0
 
 
 def test_queries_without_gold_are_excluded_from_averages() -> None:

@@ -23,8 +23,7 @@ from services.taxonomy import load_registry
 REGISTRY = load_registry()
 
 SLACK_JOIN = (
-    "@eid_13fdff84 joined planning-onForceX. "
-    "Also, @eid_d96fb219, @eid_2589c967, @eid_ec3b5d65 joined via invite."
+    "@eid_13fdff84 joined planning-onForceX. Also, @eid_d96fb219, @eid_2589c967, @eid_ec3b5d65 joined via invite."
 )
 SLACK_QUOTED = (
     "@'eid_6bd20afa' created this channel on 2026-06-11 01:22:00. "
@@ -86,9 +85,7 @@ def test_quoted_and_bare_eids() -> None:
 
 
 def test_seven_digit_ids_seen_in_herb_are_accepted() -> None:
-    assert [m.person.name for m in find_person_mentions("What do you think, @eid_e6d2ec9?")] == [
-        "eid_e6d2ec9"
-    ]
+    assert [m.person.name for m in find_person_mentions("What do you think, @eid_e6d2ec9?")] == ["eid_e6d2ec9"]
 
 
 def test_at_name_mentions_have_no_identity() -> None:

@@ -24,9 +24,7 @@ def _facts(text: str, registry: Registry = REGISTRY) -> set[Fact]:
         if link.object is None:
             out.add((link.subject.type, link.subject.name, link.predicate, "literal", link.value or ""))
         else:
-            out.add(
-                (link.subject.type, link.subject.name, link.predicate, link.object.type, link.object.name)
-            )
+            out.add((link.subject.type, link.subject.name, link.predicate, link.object.type, link.object.name))
     return out
 
 
@@ -126,9 +124,7 @@ def test_negative_sentences_yield_no_typed_link(text: str) -> None:
 
 
 def test_stopword_phrases_never_become_entities() -> None:
-    links = extract_links(
-        "The meeting went well. Thanks everyone! Yesterday The Team met.", registry=REGISTRY
-    )
+    links = extract_links("The meeting went well. Thanks everyone! Yesterday The Team met.", registry=REGISTRY)
     assert links == []
 
 

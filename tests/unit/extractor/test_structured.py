@@ -36,17 +36,13 @@ def test_bound_fields_map_to_predicates() -> None:
         StructuredClaim("team", "member_of", EntityRef("team", "Platform"), None),
         StructuredClaim("team", "member_of", EntityRef("division", "Core Infra"), None),
         StructuredClaim("location", "located_in", None, "San Francisco"),
-        StructuredClaim(
-            "employer", "works_at", EntityRef("organization", "Acme", ("domain", "acme.com")), None
-        ),
+        StructuredClaim("employer", "works_at", EntityRef("organization", "Acme", ("domain", "acme.com")), None),
     ]
 
 
 def test_email_manager_becomes_an_email_identity() -> None:
     (claim,) = structured_claims({"manager": "Hannah.Taylor@Example.com"}, REGISTRY)
-    assert claim.object == EntityRef(
-        "person", "hannah.taylor@example.com", ("email", "hannah.taylor@example.com")
-    )
+    assert claim.object == EntityRef("person", "hannah.taylor@example.com", ("email", "hannah.taylor@example.com"))
 
 
 @pytest.mark.parametrize(

@@ -76,15 +76,8 @@ async def test_vendor_errors_map_to_transient_and_permanent() -> None:
     down = openai.InternalServerError("boom", response=httpx.Response(503, request=req), body=None)
     bad = openai.BadRequestError("no", response=httpx.Response(400, request=req), body=None)
     with pytest.raises(VendorError):
-        await LlmExtractor(FakeClient(down), model="m", registry=default_registry()).extract(
-            FakeConn(), "w", TEXT
-        )  # type: ignore[arg-type]
+        await LlmExtractor(FakeClient(down), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)  # type: ignore[arg-type]
     with pytest.raises(VendorRejectedError):
-        await LlmExtractor(FakeClient(bad), model="m", registry=default_registry()).extract(
-            FakeConn(), "w", TEXT
-        )  # type: ignore[arg-type]
+        await LlmExtractor(FakeClient(bad), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)  # type: ignore[arg-type]
     garbled = FakeClient({"nope": 1})
-    assert (
-        await LlmExtractor(garbled, model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)
-        == []
-    )  # type: ignore[arg-type]
+    assert await LlmExtractor(garbled, model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT) == []  # type: ignore[arg-type]

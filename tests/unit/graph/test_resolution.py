@@ -27,15 +27,11 @@ def t(days: int) -> datetime:
 def fact(
     target: str, start: int, end: int | None = None, closed_by: uuid.UUID | None = None, recorded: int = 0
 ) -> SlotFact:
-    return SlotFact(
-        uuid.uuid4(), target, t(start), t(end) if end is not None else None, closed_by, t(recorded)
-    )
+    return SlotFact(uuid.uuid4(), target, t(start), t(end) if end is not None else None, closed_by, t(recorded))
 
 
 def test_normalize_dedups_case_punctuation_and_org_suffix() -> None:
-    assert (
-        normalize_name("  Acme,  Inc. ", "organization") == normalize_name("ACME", "organization") == "acme"
-    )
+    assert normalize_name("  Acme,  Inc. ", "organization") == normalize_name("ACME", "organization") == "acme"
     assert normalize_name("Acme Inc", "glossary_term") == "acme inc"
     assert normalize_name("O'Brien-Smith") == "o brien-smith"
     assert entity_uuid("w", "organization", "acme") == entity_uuid("w", "organization", "acme")

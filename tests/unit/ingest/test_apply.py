@@ -10,14 +10,23 @@ G2 = "group:22222222-2222-2222-2222-222222222222"
 DOC = uuid.uuid4()
 
 
-def env(op: str = "upsert", text: str = "v1", minutes: int = 0, principals: list[str] | None = None,
-        acl_minutes: int | None = None) -> ChangeEnvelope:
+def env(
+    op: str = "upsert",
+    text: str = "v1",
+    minutes: int = 0,
+    principals: list[str] | None = None,
+    acl_minutes: int | None = None,
+) -> ChangeEnvelope:
     acl: dict[str, object] = {"principals": principals or []}
     if acl_minutes is not None:
         acl["acl_event_time"] = (T0 + timedelta(minutes=acl_minutes)).isoformat()
-    body: dict[str, object] = {"envelope_id": str(uuid.uuid4()), "op": op,
-                               "source": {"system": "slack", "external_id": "c/1"},
-                               "event_time": (T0 + timedelta(minutes=minutes)).isoformat(), "acl": acl}
+    body: dict[str, object] = {
+        "envelope_id": str(uuid.uuid4()),
+        "op": op,
+        "source": {"system": "slack", "external_id": "c/1"},
+        "event_time": (T0 + timedelta(minutes=minutes)).isoformat(),
+        "acl": acl,
+    }
     if op == "upsert":
         body["document"] = {"kind": "message", "text": text}
     return ChangeEnvelope.model_validate(body)

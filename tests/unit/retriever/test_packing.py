@@ -90,8 +90,7 @@ def test_empty_items_dropped_and_zero_budget() -> None:
 def test_budget_never_exceeded_and_no_mid_word_splits() -> None:
     words = [f"w{i}" * (1 + i % 5) for i in range(300)]
     items = [
-        PackItem(f"i{n}", ("passage", "fact", "path")[n % 3], " ".join(words[n : n + 5 + n % 40]))
-        for n in range(120)
+        PackItem(f"i{n}", ("passage", "fact", "path")[n % 3], " ".join(words[n : n + 5 + n % 40])) for n in range(120)
     ]
     vocabulary = set(words)
     for budget in (0, 1, 7, 8, 9, 33, 100, 257, 1000, 5000):

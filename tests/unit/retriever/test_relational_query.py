@@ -90,9 +90,7 @@ def test_not_relational(query: str) -> None:
 
 
 def test_seed_bounded_to_80_chars() -> None:
-    assert parse_relational_query("who founded " + "A" * 80) == RelationalQuery(
-        "founded", "A" * 80, "incoming"
-    )
+    assert parse_relational_query("who founded " + "A" * 80) == RelationalQuery("founded", "A" * 80, "incoming")
     assert parse_relational_query("who founded " + "A" * 81) is None
 
 

@@ -23,9 +23,7 @@ def org() -> OrgHierarchy:
 
 
 def test_expand_adds_ancestors(org: OrgHierarchy) -> None:
-    assert org.expand(["user:u1", "group:team1"]) == frozenset(
-        {"user:u1", "group:team1", "group:div1", "group:org1"}
-    )
+    assert org.expand(["user:u1", "group:team1"]) == frozenset({"user:u1", "group:team1", "group:div1", "group:org1"})
 
 
 def test_expand_skips_levels_and_keeps_unknown(org: OrgHierarchy) -> None:
@@ -70,9 +68,7 @@ def test_scope_of(org: OrgHierarchy, doc: list[str], viewer: list[str], expected
 
 
 def test_from_config_accepts_missing_or_null_parent() -> None:
-    org = OrgHierarchy.from_config(
-        {"groups": {"o": {"level": "org"}, "d": {"level": "division", "parent": "null"}}}
-    )
+    org = OrgHierarchy.from_config({"groups": {"o": {"level": "org"}, "d": {"level": "division", "parent": "null"}}})
     assert org.ancestors("d") == ()
     assert OrgHierarchy.from_config({}).expand(["group:x"]) == frozenset({"group:x"})
 

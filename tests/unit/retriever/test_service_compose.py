@@ -71,17 +71,13 @@ def test_range_plan_bounds_passages_unless_host_filters_given() -> None:
 
 
 def test_ambiguous_plan_filters_nothing_and_reports_ambiguity() -> None:
-    axes = resolve_time(
-        "budget in March", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW
-    )
+    axes = resolve_time("budget in March", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW)
     assert axes.as_of is None and axes.date_from is None and axes.diff_range is None
     assert plan_dict(axes)["ambiguities"]
 
 
 def test_no_temporal_words_means_no_plan() -> None:
-    axes = resolve_time(
-        "who owns billing", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW
-    )
+    axes = resolve_time("who owns billing", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW)
     assert axes.source == "none" and axes.as_of is None
 
 

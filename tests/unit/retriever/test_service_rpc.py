@@ -59,9 +59,7 @@ async def test_rerank_accepts_cohere_and_tei_shapes() -> None:
     assert await _reranker(tei).rerank("q", ["a", "b"]) == [(1, 0.7), (0, 0.2)]
 
 
-@pytest.mark.parametrize(
-    ("status", "error"), [(503, VendorError), (429, VendorError), (400, VendorRejectedError)]
-)
+@pytest.mark.parametrize(("status", "error"), [(503, VendorError), (429, VendorError), (400, VendorRejectedError)])
 async def test_rerank_errors_surface(status: int, error: type[Exception]) -> None:
     with pytest.raises(error):
         await _reranker(httpx.MockTransport(lambda r: httpx.Response(status, text="no"))).rerank("q", ["a"])

@@ -52,9 +52,7 @@ RANGES = [
 @pytest.mark.parametrize(("query", "grain", "start", "end", "matched"), RANGES)
 def test_range_plans(query: str, grain: str, start: datetime, end: datetime, matched: str) -> None:
     plan = plan_temporal(query, NOW)
-    assert plan == TemporalPlan(
-        kind="range", grain=grain, range_start=start, range_end=end, matched_text=matched
-    )
+    assert plan == TemporalPlan(kind="range", grain=grain, range_start=start, range_end=end, matched_text=matched)
 
 
 @pytest.mark.parametrize(
@@ -87,9 +85,7 @@ def test_point_plans(query: str, grain: str, as_of: datetime) -> None:
 )
 def test_since_plans(query: str, grain: str, start: datetime, matched: str) -> None:
     plan = plan_temporal(query, NOW)
-    assert plan == TemporalPlan(
-        kind="since", grain=grain, range_start=start, range_end=NOW, matched_text=matched
-    )
+    assert plan == TemporalPlan(kind="since", grain=grain, range_start=start, range_end=NOW, matched_text=matched)
 
 
 @pytest.mark.parametrize(

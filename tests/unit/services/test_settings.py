@@ -14,13 +14,23 @@ def test_missing_required_settings_are_named(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_s3_backend_needs_its_credentials() -> None:
     with pytest.raises(ConfigurationError, match="S3_ACCESS_KEY"):
-        load_settings(_env_file=None, database_url="postgresql://x", kafka_bootstrap_servers="k:1",
-                      object_store_backend="s3", s3_endpoint="h:1", s3_secret_key="s")
+        load_settings(
+            _env_file=None,
+            database_url="postgresql://x",
+            kafka_bootstrap_servers="k:1",
+            object_store_backend="s3",
+            s3_endpoint="h:1",
+            s3_secret_key="s",
+        )
 
 
 def test_settings_are_frozen_and_secrets_hidden() -> None:
-    s = load_settings(_env_file=None, database_url="postgresql://x", kafka_bootstrap_servers="k:1",
-                      service_api_key="very-secret")
+    s = load_settings(
+        _env_file=None,
+        database_url="postgresql://x",
+        kafka_bootstrap_servers="k:1",
+        service_api_key="very-secret",
+    )
     assert "very-secret" not in repr(s)
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error
         s.api_port = 1  # type: ignore[misc]
