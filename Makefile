@@ -82,7 +82,7 @@ schemas: venv
 bench-ingest: infra
 	$(BIN)/python bench/ingest_bench.py $(BENCH_ARGS)
 
-bench-retrieve: infra
+bench-retrieve: infra env
 	$(BIN)/python bench/retrieve_bench.py $(BENCH_ARGS)
 
 bench-embed: venv
@@ -105,3 +105,8 @@ demo: venv
 
 clean: down
 	rm -rf $(STATE)
+
+# HERB enterprise corpus through the graph stages: reports_to facts, path walks, collaborator recall, resolution.
+HERB ?= ../shared/data/herb
+bench-herb: infra env
+	set -a; source $(STATE)/stack.env; set +a; $(BIN)/python bench/herb_graph.py --path $(HERB) $(BENCH_ARGS)

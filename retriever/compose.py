@@ -6,19 +6,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from datetime import datetime
 from typing import Any
 
 from retriever.packing import PackItem, PackResult, pack
-from retriever.ranking import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RankConfig
+from retriever.ranking import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RRF_ONLY, RankConfig
 from retriever.temporal_plan import TemporalPlan, plan_temporal
 from schemas.tools import PassageFilters
 
 ARM_PRESETS: dict[str, tuple[tuple[str, ...], RankConfig]] = {
+    # the product: every arm, tier boost, floor-gated cascade, dedup, autocut
     "full": (("dense", "lexical", "relational"), DEFAULT),
-    "hybrid": (("dense", "lexical"), DEFAULT),
-    "lexical": (("lexical",), LEXICAL_ONLY),
-    "dense": (("dense",), DENSE_ONLY),
+    # evaluation baselines: plain arms, no cascade and no autocut
+    "hybrid": (("dense", "lexical"), RRF_ONLY),
+    "lexical": (("lexical",), _replace(LEXICAL_ONLY, cascade=False, autocut=False)),
+    "dense": (("dense",), _replace(DENSE_ONLY, cascade=False, autocut=False)),
 }
 
 

@@ -28,7 +28,6 @@ from typing import Any
 import asyncpg
 
 from embedder.repository import sql_literal, vector_expr
-from retriever.ranking import content_terms
 
 DEFAULT_EF_SEARCH = 400
 MAX_EF_SEARCH = 1000
@@ -196,37 +195,56 @@ async def dense_arm(
     return DenseResult(ids[:k], "hnsw_overfetch", ef, probe)
 
 
+BM25_K1 = 0.9
+BM25_B = 0.4
+BM25_MAX_TERMS = 32
+BM25_CANDIDATES = 4000
+VISIBLE_CAP = 200_000
+
+
 async def lexical_arm(
     conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, min_hits: int | None = None
 ) -> tuple[list[str], str]:
-    """``websearch_to_tsquery`` (all terms) ranked by ``ts_rank_cd``; if that finds fewer than
-    ``min_hits`` (default ``k``), top up to ``k`` with an any-term query over the query's content terms
-    (natural-language questions rarely match all their words). Returns (ids, how)."""
+    """Okapi BM25 (k1 0.9, b 0.4) over Postgres full-text lexemes, inside the viewer's scope.
+
+    Postgres' ``ts_rank`` has no inverse document frequency, so a question's common words drown its
+    rare ones. Here the query is normalised by the same ``english`` configuration as the index
+    (stemming, stopwords), candidates are the visible chunks matching ANY query lexeme (GIN index), and
+    each is scored ``sum idf(t) * tf(t) * (k1 + 1) / (tf(t) + k1 * (1 - b + b * dl / avgdl))`` with
+    ``tf`` from the tsvector positions, ``dl`` the number of lexemes, ``df`` counted over the candidates
+    (= the visible chunks containing the term) and ``N`` the visible chunk count (capped). At most
+    ``BM25_CANDIDATES`` candidates (best ``ts_rank`` first) are scored, bounding the cost on huge scopes.
+    ``min_hits`` is accepted for compatibility and unused.
+    """
+    del min_hits
     if scope.matches_nothing:
         return [], "empty_viewer"
+    terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
+    terms = list(terms or [])[:BM25_MAX_TERMS]
+    if not terms:
+        return [], "no_terms"
     w = scope_where(scope)
-    q = w.arg(query)
+    terms_arg = w.arg(terms, "::text[]")
+    anyq = w.arg(" | ".join("'" + t.replace("'", "''") + "'" for t in terms))
+    cap = w.arg(BM25_CANDIDATES)
+    visible_cap = w.arg(VISIBLE_CAP)
     lim = w.arg(k)
+    k1, b = BM25_K1, BM25_B
     rows = await conn.fetch(
-        f"SELECT id FROM chunks, websearch_to_tsquery('english', {q}) AS q WHERE tsv @@ q AND {w.sql()}"
-        f" ORDER BY ts_rank_cd(tsv, q) DESC, id LIMIT {lim}",
+        f"WITH q AS (SELECT to_tsquery('simple', {anyq}) AS q),"
+        f" cand AS MATERIALIZED (SELECT id, tsv, length(tsv) AS dl FROM chunks, q WHERE tsv @@ q.q AND {w.sql()}"
+        f"   ORDER BY ts_rank(tsv, q.q) DESC, id LIMIT {cap}),"
+        f" n AS (SELECT count(*) AS n FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {visible_cap}) v),"
+        f" tf AS (SELECT c.id, c.dl, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf"
+        f"   FROM cand c, unnest(c.tsv) u WHERE u.lexeme = ANY({terms_arg})),"
+        f" df AS (SELECT lexeme, count(*) AS df FROM tf GROUP BY lexeme),"
+        f" avgdl AS (SELECT greatest(avg(dl), 1) AS avgdl FROM cand)"
+        f" SELECT tf.id, sum(ln(1 + (greatest(n.n, df.df) - df.df + 0.5) / (df.df + 0.5))"
+        f"   * tf.tf * {k1 + 1} / (tf.tf + {k1} * (1 - {b} + {b} * tf.dl / avgdl.avgdl))) AS score"
+        f" FROM tf JOIN df USING (lexeme), n, avgdl GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
         *w.params,
     )
-    ids = [str(r["id"]) for r in rows]
-    terms = content_terms(query)[:32]
-    if len(ids) >= (k if min_hits is None else min_hits) or len(terms) < 2:
-        return ids, "all_terms"
-    w = scope_where(scope)
-    q = w.arg(" | ".join(terms))
-    lim = w.arg(k)
-    rows = await conn.fetch(
-        f"SELECT id FROM chunks, to_tsquery('english', {q}) AS q WHERE tsv @@ q AND {w.sql()}"
-        f" ORDER BY ts_rank_cd(tsv, q) DESC, id LIMIT {lim}",
-        *w.params,
-    )
-    seen = set(ids)
-    ids += [str(r["id"]) for r in rows if str(r["id"]) not in seen]
-    return ids[:k], "all_terms+any_term"
+    return [str(r["id"]) for r in rows], "bm25"
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,81 +106,125 @@ async def run_live(
     k: int = 10,
     out_dir: Path | None = None,
     keep: bool = False,
+    reuse: str | None = None,
     concurrency: int = 4,
     progress: Progress | None = None,
 ) -> LiveResult:
+    """``keep`` leaves the isolated schema/topics in place (the run's tag is printed); ``reuse=<tag>``
+    queries such a kept run again without re-ingesting (same data, e.g. after a ranking change)."""
     from retriever.wiring import get_service
 
-    tag = uuid.uuid4().hex[:8]
+    tag = reuse or uuid.uuid4().hex[:8]
     settings = eval_settings(base, tag=tag, embedder=embedder, dataset=dataset)
     workspace = f"eval-{tag}"
-    await migrate(settings.database_url, settings.db_schema)
-    await ensure_topics(settings)
-    rt = await start_runtime(settings, ["ingest", "embed"])
+    if keep or reuse:
+        print(f"eval run tag {tag} (schema {settings.db_schema}); rerun queries with --reuse {tag}")
+    if not reuse:
+        await migrate(settings.database_url, settings.db_schema)
+        await ensure_topics(settings)
+    rt = await start_runtime(settings, [] if reuse else ["ingest", "embed"])
     try:
         began = time.perf_counter()
-        async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as prod:
-            produced = 0
-            batch = []
-            for env in iter_envelopes(dataset, workspace=workspace, limit=limit_events):
-                batch.append(env)
-                if len(batch) == 1000:
-                    produced += len(await prod.send_many(batch))
-                    batch = []
-            produced += len(await prod.send_many(batch))
-        done = False
-        while not done:
-            await asyncio.sleep(1.0)
-            done, committed = await _drained(settings, produced)
-            if progress:
-                progress("ingest+embed", min(committed, produced), produced)
+        if reuse:
+            produced = sum(1 for _ in iter_envelopes(dataset, workspace=workspace, limit=limit_events))
+        else:
+            produced = await _load(settings, dataset, workspace, limit_events, progress)
         ingest_seconds = time.perf_counter() - began
-
-        queries = list(iter_queries(dataset, limit=limit_queries))
-        visibility = any_visible(event_visibility(dataset, limit=limit_events))
-        service = get_service(rt)
-        sem = asyncio.Semaphore(concurrency)
-        result = LiveResult({}, produced, len(queries), ingest_seconds, out_dir=out_dir)
-        for arm in arms:
-            finished = 0
-
-            async def one(q: GoldQuery, arm: str = arm) -> Prediction:
-                nonlocal finished
-                async with sem:
-                    pred = await _predict(service, q, workspace, arm, k)
-                finished += 1
-                if progress:
-                    progress(f"queries [{arm}]", finished, len(queries))
-                return pred
-
-            t = time.perf_counter()
-            preds = await asyncio.gather(*(one(q) for q in queries))
-            result.query_seconds[arm] = time.perf_counter() - t
-            result.reports[arm] = score(queries, preds, visibility=visibility, ks=(1, 5, 10))
-            if out_dir:
-                out_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once per arm
-                write_predictions(out_dir / f"predictions.{arm}.jsonl", preds)
-                (out_dir / f"report.{arm}.json").write_text(result.reports[arm].to_json())
-        if out_dir:
-            (out_dir / "summary.txt").write_text(result.table() + "\n")
-            (out_dir / "run.json").write_text(
-                json.dumps(
-                    {
-                        "dataset": str(dataset),
-                        "events": produced,
-                        "queries": len(queries),
-                        "embedder": embedder,
-                        "ingest_seconds": ingest_seconds,
-                        "query_seconds": result.query_seconds,
-                    },
-                    indent=2,
-                )
-            )
-        return result
+        return await _query_all(
+            get_service(rt),
+            dataset,
+            workspace,
+            arms,
+            produced,
+            ingest_seconds,
+            limit_events,
+            limit_queries,
+            k,
+            out_dir,
+            embedder,
+            concurrency,
+            progress,
+        )
     finally:
         await stop_runtime(rt)
-        if not keep:
+        if not keep and not reuse:
             await _cleanup(settings)
+
+
+async def _load(
+    settings: Settings, dataset: Path, workspace: str, limit_events: int | None, progress: Progress | None
+) -> int:
+    """Produce the dataset's envelopes and wait until ingest and embed have drained them."""
+    produced = 0
+    async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as prod:
+        batch = []
+        for env in iter_envelopes(dataset, workspace=workspace, limit=limit_events):
+            batch.append(env)
+            if len(batch) == 1000:
+                produced += len(await prod.send_many(batch))
+                batch = []
+        produced += len(await prod.send_many(batch))
+    done = False
+    while not done:
+        await asyncio.sleep(1.0)
+        done, committed = await _drained(settings, produced)
+        if progress:
+            progress("ingest+embed", min(committed, produced), produced)
+    return produced
+
+
+async def _query_all(
+    service: Any,
+    dataset: Path,
+    workspace: str,
+    arms: Sequence[str],
+    produced: int,
+    ingest_seconds: float,
+    limit_events: int | None,
+    limit_queries: int | None,
+    k: int,
+    out_dir: Path | None,
+    embedder: str,
+    concurrency: int,
+    progress: Progress | None,
+) -> LiveResult:
+    """Every gold query as its viewer, once per arm, scored with the leak check."""
+    queries = list(iter_queries(dataset, limit=limit_queries))
+    visibility = any_visible(event_visibility(dataset, limit=limit_events))
+    sem = asyncio.Semaphore(concurrency)
+    result = LiveResult({}, produced, len(queries), ingest_seconds, out_dir=out_dir)
+    for arm in arms:
+        finished = 0
+
+        async def one(q: GoldQuery, arm: str = arm) -> Prediction:
+            nonlocal finished
+            async with sem:
+                pred = await _predict(service, q, workspace, arm, k)
+            finished += 1
+            if progress:
+                progress(f"queries [{arm}]", finished, len(queries))
+            return pred
+
+        t = time.perf_counter()
+        preds = await asyncio.gather(*(one(q) for q in queries))
+        result.query_seconds[arm] = time.perf_counter() - t
+        result.reports[arm] = score(queries, preds, visibility=visibility, ks=(1, 5, 10))
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once per arm
+            write_predictions(out_dir / f"predictions.{arm}.jsonl", preds)
+            (out_dir / f"report.{arm}.json").write_text(result.reports[arm].to_json())
+    if out_dir:
+        (out_dir / "summary.txt").write_text(result.table() + "\n")
+        run = {
+            "dataset": str(dataset),
+            "events": produced,
+            "queries": len(queries),
+            "embedder": embedder,
+            "ingest_seconds": ingest_seconds,
+            "query_seconds": result.query_seconds,
+        }
+        (out_dir / "run.json").write_text(json.dumps(run, indent=2))
+    return result
 
 
 async def _cleanup(settings: Settings) -> None:
