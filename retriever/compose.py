@@ -17,7 +17,7 @@ from schemas.tools import PassageFilters
 
 ARM_PRESETS: dict[str, tuple[tuple[str, ...], RankConfig]] = {
     # the product: every arm, tier boost, floor-gated cascade, dedup, autocut
-    "full": (("dense", "lexical", "relational"), DEFAULT),
+    "full": (("dense", "lexical", "semantic", "relational"), DEFAULT),
     # evaluation baselines: plain arms, no cascade and no autocut
     "hybrid": (("dense", "lexical"), RRF_ONLY),
     "lexical": (("lexical",), _replace(LEXICAL_ONLY, cascade=False, autocut=False)),

@@ -89,7 +89,7 @@ class RankConfig:
 
     rrf_k: int = RRF_K
     arm_weights: Mapping[str, float] = field(
-        default_factory=lambda: MappingProxyType({"dense": 1.0, "lexical": 1.0, "relational": 0.5})
+        default_factory=lambda: MappingProxyType({"dense": 1.0, "lexical": 1.0, "semantic": 1.0, "relational": 0.5})
     )
     tier_boost: Mapping[str, float] = field(
         default_factory=lambda: MappingProxyType({"user": 1.0, "team": 0.9, "division": 0.75, "org": 0.6, "other": 0.6})

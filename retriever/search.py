@@ -195,6 +195,24 @@ async def dense_arm(
     return DenseResult(ids[:k], "hnsw_overfetch", ef, probe)
 
 
+async def rerank_by_vector(
+    conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], ids: Sequence[str], cfg: DenseConfig
+) -> list[str]:
+    """Order a candidate list (another arm's ids) by exact cosine to the query: the dense model as a
+    re-ranker of lexical candidates, where a weak bi-encoder still adds signal it lacks as a retriever."""
+    if scope.matches_nothing or not ids:
+        return []
+    w = Where()
+    id_arg = w.arg([uuid.UUID(i) for i in ids], "::uuid[]")
+    scope_where(scope, "", w)
+    w.add(f"embedding_model = {sql_literal(cfg.model)}")
+    q = w.arg(list(vector), "::vector")
+    rows = await conn.fetch(
+        f"SELECT id FROM chunks WHERE id = ANY({id_arg}) AND {w.sql()} ORDER BY embedding <=> {q}, id", *w.params
+    )
+    return [str(r["id"]) for r in rows]
+
+
 BM25_K1 = 0.9
 BM25_B = 0.4
 BM25_MAX_TERMS = 32

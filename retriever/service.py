@@ -115,10 +115,31 @@ class RetrieverService:
         finally:
             timings[name] = round((time.perf_counter() - start) * 1000, 2)
 
-    async def _dense(self, scope: sql.SearchScope, query: str, k: int, timings: dict[str, float]) -> sql.DenseResult:
+    async def _query_vector(self, query: str, timings: dict[str, float]) -> list[float] | None:
         if self.embedder is None:
+            return None
+        return (await self._timed(timings, "embed", lambda: self.embedder.embed([query])))[0]  # type: ignore[union-attr]
+
+    async def _dense_config(self) -> sql.DenseConfig:
+        return sql.DenseConfig(
+            self.embedding.model, self.embedding.dim, await self.pgvector(), self.ef_search, self.exact_threshold
+        )
+
+    async def _semantic(
+        self, scope: sql.SearchScope, vector: list[float] | None, lexical: tuple[list[str], str] | None
+    ) -> list[str]:
+        """The ``semantic`` arm: the lexical candidates re-ordered by cosine to the query."""
+        if vector is None or not lexical or not lexical[0]:
+            return []
+        cfg = await self._dense_config()
+        async with self.pool.acquire() as conn:
+            return await sql.rerank_by_vector(conn, scope, vector, lexical[0], cfg)
+
+    async def _dense(
+        self, scope: sql.SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
+    ) -> sql.DenseResult:
+        if vector is None:
             return sql.DenseResult([], "no_embedder")
-        vector = (await self._timed(timings, "embed", lambda: self.embedder.embed([query])))[0]  # type: ignore[union-attr]
         cfg = sql.DenseConfig(
             self.embedding.model,
             self.embedding.dim,
@@ -170,8 +191,10 @@ class RetrieverService:
         names, config = ARM_PRESETS[arms]
         k = min(100, max(40, 4 * limit))
         empty: Any = None
+        wants_vector = "dense" in names or "semantic" in names
+        vector = await self._query_vector(query, timings) if wants_vector and not scope.matches_nothing else None
         dense, lexical, relational = await asyncio.gather(
-            self._timed(timings, "dense", lambda: self._dense(scope, query, k, timings))
+            self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
             if "dense" in names
             else asyncio.sleep(0, empty),
             self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, limit))
@@ -194,6 +217,10 @@ class RetrieverService:
         if lexical is not None:
             arm_ids["lexical"] = lexical[0]
             arm_diag["lexical"] = {"count": len(lexical[0]), "query": lexical[1]}
+        if "semantic" in names:
+            semantic = await self._timed(timings, "semantic", lambda: self._semantic(scope, vector, lexical))
+            arm_ids["semantic"] = semantic
+            arm_diag["semantic"] = {"count": len(semantic), "reranks": "lexical"}
         relational = relational or RelationalResult()
         if "relational" in names:
             arm_ids["relational"] = relational.chunk_ids

@@ -82,9 +82,13 @@ def test_no_temporal_words_means_no_plan() -> None:
 
 
 def test_arm_presets() -> None:
-    assert ARM_PRESETS["full"][0] == ("dense", "lexical", "relational")
-    assert ARM_PRESETS["lexical"][1] is LEXICAL_ONLY and ARM_PRESETS["dense"][1] is DENSE_ONLY
-    assert "relational" not in ARM_PRESETS["hybrid"][0]
+    assert ARM_PRESETS["full"][0] == ("dense", "lexical", "semantic", "relational")
+    # baselines are the plain arms: only their own weight, no cascade, no autocut
+    for arm, base in (("lexical", LEXICAL_ONLY), ("dense", DENSE_ONLY)):
+        names, cfg = ARM_PRESETS[arm]
+        assert names == (arm,) and dict(cfg.arm_weights) == dict(base.arm_weights)
+        assert not cfg.cascade and not cfg.autocut
+    assert "relational" not in ARM_PRESETS["hybrid"][0] and not ARM_PRESETS["hybrid"][1].autocut
 
 
 def test_packing_order_by_mode() -> None:
