@@ -23,7 +23,11 @@ async def load_states(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dic
     rows = await conn.fetch(
         f"SELECT {DOC_COLUMNS} FROM documents WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE", list(ids)
     )
-    return {r["id"]: DocState(**{k: (tuple(v) if k == "principals" else v) for k, v in dict(r).items()}) for r in rows}
+    out: dict[uuid.UUID, DocState] = {}
+    for r in rows:
+        fields: dict[str, Any] = {k: (tuple(v) if k == "principals" else v) for k, v in dict(r).items()}
+        out[r["id"]] = DocState(**fields)
+    return out
 
 
 async def save_states(conn: asyncpg.Connection, states: Sequence[DocState]) -> None:

@@ -118,7 +118,9 @@ class RetrieverService:
     async def _query_vector(self, query: str, timings: dict[str, float]) -> list[float] | None:
         if self.embedder is None:
             return None
-        return (await self._timed(timings, "embed", lambda: self.embedder.embed([query])))[0]  # type: ignore[union-attr]
+        embedder = self.embedder
+        vectors: list[list[float]] = await self._timed(timings, "embed", lambda: embedder.embed([query]))
+        return vectors[0]
 
     async def _dense_config(self) -> sql.DenseConfig:
         return sql.DenseConfig(

@@ -25,7 +25,7 @@ class Check:
 async def _timed(name: str, coro: object) -> Check:
     start = time.perf_counter()
     try:
-        detail = await asyncio.wait_for(coro, CHECK_TIMEOUT_S)  # type: ignore[arg-type]
+        detail: object = await asyncio.wait_for(coro, CHECK_TIMEOUT_S)  # type: ignore[arg-type]
         return Check(name, True, str(detail or "ok"), (time.perf_counter() - start) * 1000)
     except Exception as exc:  # a readiness probe reports every failure, whatever its type
         return Check(name, False, f"{type(exc).__name__}: {exc}"[:300], (time.perf_counter() - start) * 1000)

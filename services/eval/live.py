@@ -81,7 +81,7 @@ async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: 
         query=q.query[:2000],
         workspace=workspace,
         limit=limit,
-        arms=arm,  # type: ignore[arg-type]
+        arms=arm,
         as_of=q.as_of,
         mode=q.mode or "vector_first",
         about=names[0] if names else None,
@@ -89,7 +89,7 @@ async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: 
     viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups), roles=frozenset())
     resp = await service.retrieve_context(req, viewer)
     ids = list(dict.fromkeys(p.external_id for p in resp.passages))
-    scores = {}
+    scores: dict[str, float] = {}
     for p in resp.passages:
         scores.setdefault(p.external_id, p.score)
     return Prediction(qid=q.qid, doc_ids=ids, doc_scores=[scores[i] for i in ids])

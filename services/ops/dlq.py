@@ -2,12 +2,14 @@
 
 Redrive re-produces each dead letter's original bytes (key and headers restored) to its original
 topic, committing progress in the consumer group ``<prefix>om-dlq-redrive-<stage>`` so a dead letter
-is redriven once even if the command is run again. Fix the cause first (or redrive a filtered class).
+is redriven once even if the command is run again. A filtered redrive (``--error-class``) never
+commits past a letter it skipped, so those stay for a later redrive. Fix the cause first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -112,25 +114,28 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
             else:
                 consumer.seek(tp, committed)
         ends = await consumer.end_offsets(tps) if tps else {}
-        while tps and any(await consumer.position(tp) < ends[tp] for tp in tps):
+        held: set[Any] = set()
+        commit_at: dict[Any, int] = {}
+        while tps and any([await consumer.position(tp) < ends[tp] for tp in tps]):
             batch = await consumer.getmany(timeout_ms=2000, max_records=500)
             if not batch:
                 break
-            for _, msgs in batch.items():
+            for tp, msgs in batch.items():
                 for rec in from_consumer_records(msgs):
                     letter = DeadLetter(rec)
-                    if error_class and letter.error_class != error_class:
-                        continue
                     original = rec.header("x-dlq-original-topic")
-                    if not original:
+                    if (error_class and letter.error_class != error_class) or not original:
+                        held.add(tp)  # skipped: progress in this partition stops here, a later redrive sees it
                         continue
                     headers = [(k[len("x-orig-") :], v) for k, v in rec.headers if k.startswith("x-orig-")]
                     headers.append(("x-redriven-from", rec.position.encode()))
                     if not dry_run:
                         await producer.send_and_wait(original, rec.value, key=rec.key, headers=headers)
                     sent += 1
-            if not dry_run:
-                await consumer.commit()
+                    if tp not in held:
+                        commit_at[tp] = rec.offset + 1
+            if not dry_run and commit_at:
+                await consumer.commit(dict(commit_at))
         return sent
     finally:
         await producer.stop()

@@ -287,3 +287,18 @@ async def test_participants_and_people_resolve_by_identity_keys(settings: Settin
     ]
     roles = await fetch(settings, "SELECT role FROM participants ORDER BY role")
     assert [r["role"] for r in roles] == ["author", "author", "to"]
+
+
+async def test_dlq_redrive_sends_each_dead_letter_back_once(settings: Settings, pipeline: Any) -> None:
+    from services.ops.dlq import redrive
+
+    await pipeline("ingest")
+    await produce_raw(settings, b"{still broken", key=b"r1")
+    await eventually(lambda: _letters(settings, 1))
+    assert await redrive(settings, "ingest", dry_run=True) == 1
+    assert await redrive(settings, "ingest") == 1  # back to om.envelopes.v1 ...
+    letters = await eventually(lambda: _letters(settings, 2))  # ... fails again, dead-lettered again
+    again = [lt for lt in letters if lt.record.header("x-orig-x-redriven-from")]
+    assert len(again) == 1 and again[0].record.value == b"{still broken"
+    assert await redrive(settings, "ingest", error_class="NoSuchError") == 0
+    assert await redrive(settings, "ingest") == 1  # only the new letter: the first was redriven already
