@@ -116,15 +116,6 @@ async def wait_count(settings: Settings, sql: str, target: int, timeout: float) 
     raise TimeoutError(f"{sql} did not reach {target} in {timeout}s")
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "DB_", "TOPIC_", "GROUP_"))}
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            value = value.get_secret_value() if hasattr(value, "get_secret_value") else value
-            env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
-    return env
-
-
 async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
     """``processes`` = 0: the stage in this process; N > 0: N ``orgmem run ingest`` processes (one group)."""
     settings = await isolated_settings("ing")
@@ -140,7 +131,7 @@ async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
         procs = [
             subprocess.Popen(
                 [orgmem, "run", "ingest"],
-                env=settings_env(settings),
+                env={**os.environ, **settings.to_env()},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

@@ -11,10 +11,9 @@ from embedder.port import Embedder
 from embedder.providers import build_embedder
 from services.embedding_config import provider_kwargs
 from services.errors import ConfigurationError
-from services.kafka.app import subscribe_batch
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
-from services.stagekit import LateHandler
+from services.stagekit import register_batch_stage
 
 STAGE = "embed"
 TOPIC = "chunks"
@@ -46,18 +45,11 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> EmbedHandler:
 
 
 def register(rt: Runtime) -> None:
-    s = rt.settings
-    late = LateHandler()
-    dead_letters = subscribe_batch(
-        rt.broker,
-        s,
-        rt.publisher,
+    register_batch_stage(
+        rt,
         stage=STAGE,
-        topic=s.topic(TOPIC),
-        handler=late,
-        max_records=max(1, s.embed_batch_size // 2),
+        topic=TOPIC,
+        build=build_handler,
+        max_records=max(1, rt.settings.embed_batch_size // 2),
         description="Embeds chunks that lack a vector for the configured model (cache + carry-over first)",
     )
-    handler = build_handler(rt, dead_letters)
-    rt.extras["embed_handler"] = handler
-    late.bind(handler)

@@ -47,6 +47,7 @@ from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
+from services.people import resolve_keys as resolve_person_keys
 from services.taxonomy.registry import Registry
 
 log = logging.getLogger("orgmem.extract")
@@ -193,7 +194,7 @@ class ExtractHandler:
                 if ref is not None and ref.type == "person" and ref.identity is not None
             }
             ws |= {c.object.identity for c in claims if c.object is not None and c.object.identity is not None}
-        return {ws: await repo.resolve_keys(conn, ws, k) for ws, k in keys.items()}
+        return {ws: await resolve_person_keys(conn, ws, k) for ws, k in keys.items()}
 
     async def _envelopes(self, rows: Sequence[asyncpg.Record]) -> dict[uuid.UUID, ChangeEnvelope | None]:
         """Archived envelopes (``<object>#<line>`` keys): each batch object is fetched once, a few cached."""

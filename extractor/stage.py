@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from extractor.handler import ExtractHandler, LinkSource
 from schemas.graph import GraphEvent
-from services.kafka.app import document_publisher, subscribe_batch
+from services.kafka.app import document_publisher
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
-from services.stagekit import LateHandler
+from services.stagekit import register_batch_stage
 from services.taxonomy import default_registry, load_registry
 
 STAGE = "extract"
@@ -39,19 +39,13 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> ExtractHandler:
 
 
 def register(rt: Runtime) -> None:
-    s = rt.settings
-    late = LateHandler()
-    dead_letters = subscribe_batch(
-        rt.broker,
-        s,
-        rt.publisher,
+    register_batch_stage(
+        rt,
         stage=STAGE,
-        topic=s.topic(TOPIC),
-        handler=late,
+        topic=TOPIC,
+        build=build_handler,
         max_records=BATCH,
         description="Extracts registry-bound entities, claims and relationships (zero-LLM by default)",
     )
-    handler = build_handler(rt, dead_letters)
-    rt.extras["extract_handler"] = handler
-    late.bind(handler)
+    s = rt.settings
     document_publisher(rt.broker, s.topic("graph"), GraphEvent, "extractor -> conflicts")

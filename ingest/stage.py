@@ -5,10 +5,10 @@ from __future__ import annotations
 from ingest.handler import IngestHandler
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
-from services.kafka.app import document_publisher, subscribe_batch
+from services.kafka.app import document_publisher
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
-from services.stagekit import LateHandler
+from services.stagekit import register_batch_stage
 
 STAGE = "ingest"
 TOPIC = "envelopes"
@@ -29,18 +29,14 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
 
 def register(rt: Runtime) -> None:
     s = rt.settings
-    late = LateHandler()
-    dead_letters = subscribe_batch(
-        rt.broker,
-        s,
-        rt.publisher,
+    register_batch_stage(
+        rt,
         stage=STAGE,
-        topic=s.topic(TOPIC),
-        handler=late,
+        topic=TOPIC,
+        build=build_handler,
         max_records=s.ingest_batch_size,
         description="Applies ChangeEnvelopes to the Postgres projection and archives them in the object store",
     )
-    late.bind(build_handler(rt, dead_letters))
     document_publisher(rt.broker, s.topic("envelopes"), ChangeEnvelope, "connectors and HTTP ingress produce here")
     document_publisher(rt.broker, s.topic("documents"), DocumentEvent, "ingest -> extractor, collaboration")
     document_publisher(rt.broker, s.topic("chunks"), ChunksToEmbed, "ingest -> embedder")

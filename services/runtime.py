@@ -10,9 +10,11 @@ from typing import Any
 import asyncpg
 from faststream.kafka import KafkaBroker
 
+from retriever.scope import OrgHierarchy
 from services.db.migrate import check_schema
 from services.db.pool import create_pool
 from services.embedding_config import EmbeddingConfig, embedding_config
+from services.errors import ConfigurationError
 from services.kafka.app import BrokerPublisher, build_broker
 from services.objectstore import ObjectStore, build_object_store
 from services.settings import Settings
@@ -28,7 +30,7 @@ class Runtime:
     broker: KafkaBroker
     publisher: BrokerPublisher
     embedding: EmbeddingConfig
-    hierarchy_config: dict[str, Any] = field(default_factory=dict)
+    hierarchy: OrgHierarchy = field(default_factory=lambda: OrgHierarchy({}))
     stages: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -46,11 +48,15 @@ class Runtime:
             await self.pool.close()
 
 
-def load_hierarchy(settings: Settings) -> dict[str, Any]:
+def load_hierarchy(settings: Settings) -> OrgHierarchy:
+    """The org hierarchy (group expansion, scope tiers), validated once at boot."""
     if settings.org_hierarchy_path is None:
-        return {"groups": {}}
-    data: dict[str, Any] = json.loads(settings.org_hierarchy_path.read_text())
-    return data
+        return OrgHierarchy({})
+    try:
+        data: dict[str, Any] = json.loads(settings.org_hierarchy_path.read_text())
+        return OrgHierarchy.from_config(data)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"invalid org hierarchy: {exc}", setting="ORG_HIERARCHY_PATH") from exc
 
 
 async def build_runtime(settings: Settings) -> Runtime:
@@ -70,5 +76,5 @@ async def build_runtime(settings: Settings) -> Runtime:
         broker=broker,
         publisher=BrokerPublisher(settings),
         embedding=embedding_config(settings),
-        hierarchy_config=load_hierarchy(settings),
+        hierarchy=load_hierarchy(settings),
     )

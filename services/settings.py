@@ -109,6 +109,17 @@ class Settings(BaseSettings):
         """Consumer group of a stage, e.g. ``om-ingest`` (prefixed by the rebuild generation)."""
         return f"{self.group_prefix}om-{stage}"
 
+    def to_env(self) -> dict[str, str]:
+        """These settings as environment variables (to start an ``orgmem`` child process with them)."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
+        return env
+
     def require_api_key(self) -> SecretStr:
         if self.service_api_key is None or not self.service_api_key.get_secret_value():
             raise ConfigurationError("missing required setting SERVICE_API_KEY", setting="SERVICE_API_KEY")

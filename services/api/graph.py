@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
-from retriever.scope import OrgHierarchy
 from schemas.graph import (
     DiffFactsRequest,
     EntityBrief,
@@ -27,6 +27,7 @@ from services.api.auth import Viewer, require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
 
+C = TypeVar("C")
 router = APIRouter(tags=["graph"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
 ABOUT_MATCHES = 3
@@ -39,12 +40,7 @@ def _runtime(request: Request) -> Runtime:
 
 
 def _principals(request: Request, viewer: Viewer) -> list[str]:
-    rt = _runtime(request)
-    hierarchy = rt.extras.get("org_hierarchy")
-    if hierarchy is None:
-        hierarchy = OrgHierarchy.from_config(rt.hierarchy_config)
-        rt.extras["org_hierarchy"] = hierarchy
-    return sorted(hierarchy.expand(viewer.principals))
+    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
 
 
 async def _subjects(
@@ -117,6 +113,12 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
     return PathsResponse(seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths)
 
 
+async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:
+    """Load a card (person or entity) on a pooled connection; ``None`` = not visible to this viewer."""
+    async with _runtime(request).pool.acquire() as conn:
+        return await load(conn, **params)
+
+
 @router.get("/v1/graph/persons/{person_id}", response_model=PersonCard)
 async def person_card(
     person_id: uuid.UUID,
@@ -127,16 +129,16 @@ async def person_card(
     believed_as_of: datetime | None = None,
     as_of_grain: TimeGrain | None = None,
 ) -> PersonCard:
-    async with _runtime(request).pool.acquire() as conn:
-        card = await cards.person_card(
-            conn,
-            workspace=workspace,
-            viewer=_principals(request, viewer),
-            person_id=person_id,
-            as_of=as_of,
-            believed_as_of=believed_as_of,
-            as_of_grain=as_of_grain,
-        )
+    card = await _card(
+        request,
+        cards.person_card,
+        workspace=workspace,
+        viewer=_principals(request, viewer),
+        person_id=person_id,
+        as_of=as_of,
+        believed_as_of=believed_as_of,
+        as_of_grain=as_of_grain,
+    )
     if card is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible person with this id")
     return card
@@ -152,16 +154,16 @@ async def entity_card(
     believed_as_of: datetime | None = None,
     as_of_grain: TimeGrain | None = None,
 ) -> EntityCard:
-    async with _runtime(request).pool.acquire() as conn:
-        card = await cards.entity_card(
-            conn,
-            workspace=workspace,
-            viewer=_principals(request, viewer),
-            entity_id=entity_id,
-            as_of=as_of,
-            believed_as_of=believed_as_of,
-            as_of_grain=as_of_grain,
-        )
+    card = await _card(
+        request,
+        cards.entity_card,
+        workspace=workspace,
+        viewer=_principals(request, viewer),
+        entity_id=entity_id,
+        as_of=as_of,
+        believed_as_of=believed_as_of,
+        as_of_grain=as_of_grain,
+    )
     if card is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible entity with this id")
     return card

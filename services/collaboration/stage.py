@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from services.collaboration.handler import CollabHandler
-from services.kafka.app import subscribe_batch
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
-from services.stagekit import LateHandler
+from services.stagekit import register_batch_stage
 
 STAGE = "collab"
 TOPIC = "documents"
@@ -18,18 +17,11 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> CollabHandler:
 
 
 def register(rt: Runtime) -> None:
-    s = rt.settings
-    late = LateHandler()
-    dead_letters = subscribe_batch(
-        rt.broker,
-        s,
-        rt.publisher,
+    register_batch_stage(
+        rt,
         stage=STAGE,
-        topic=s.topic(TOPIC),
-        handler=late,
+        topic=TOPIC,
+        build=build_handler,
         max_records=BATCH,
         description="Aggregates person-person collaboration edges (co-participation, threads) with decay",
     )
-    handler = build_handler(rt, dead_letters)
-    rt.extras["collab_handler"] = handler
-    late.bind(handler)

@@ -40,6 +40,7 @@ from services.errors import InvalidPayloadError
 from services.ids import person_id as person_uuid
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.people import resolve_keys as resolve_person_keys
 from services.taxonomy.registry import LITERAL, Registry
 
 log = logging.getLogger("orgmem.conflicts")
@@ -84,7 +85,7 @@ class ConflictsHandler:
         groups = [g for e in events for g in e.identities if len(g.keys) > 1]
         if not groups:
             return
-        owners = await repo.resolve_keys(conn, workspace, [(k.namespace, k.value) for g in groups for k in g.keys])
+        owners = await resolve_person_keys(conn, workspace, [(k.namespace, k.value) for g in groups for k in g.keys])
         current = await repo.current_people(conn, [g.person_id for g in groups if g.person_id])
         plan = plan_merges(
             (
@@ -114,7 +115,7 @@ class ConflictsHandler:
             for x in e.entities
             if x.type == "person" and x.person_id is None and x.identity is not None
         ]
-        owners = await repo.resolve_keys(
+        owners = await resolve_person_keys(
             conn, workspace, [(x.identity.namespace, x.identity.value) for _, x in keyed if x.identity]
         )
         new_people: list[tuple[uuid.UUID, str, str, str, bool]] = []
@@ -132,7 +133,7 @@ class ConflictsHandler:
         proposals = await self._bare_names(conn, workspace, events, people, new_people)
         await repo.create_people(conn, workspace, new_people)
         if new_people:  # another writer may have claimed a key first: its owner wins
-            winners = await repo.resolve_keys(conn, workspace, [(ns, v) for _, _, ns, v, _ in new_people])
+            winners = await resolve_person_keys(conn, workspace, [(ns, v) for _, _, ns, v, _ in new_people])
             moved = {
                 pid: winners[(ns, v)]
                 for pid, _, ns, v, _ in new_people

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from services.conflicts.handler import ConflictsHandler
-from services.kafka.app import subscribe_batch
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
-from services.stagekit import LateHandler
+from services.stagekit import register_batch_stage
 from services.taxonomy import default_registry, load_registry
 
 STAGE = "conflicts"
@@ -21,18 +20,11 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> ConflictsHandler:
 
 
 def register(rt: Runtime) -> None:
-    s = rt.settings
-    late = LateHandler()
-    dead_letters = subscribe_batch(
-        rt.broker,
-        s,
-        rt.publisher,
+    register_batch_stage(
+        rt,
         stage=STAGE,
-        topic=s.topic(TOPIC),
-        handler=late,
+        topic=TOPIC,
+        build=build_handler,
         max_records=BATCH,
         description="Writes entities/facts/evidence: identity merge, dedup, exclusive close, retraction",
     )
-    handler = build_handler(rt, dead_letters)
-    rt.extras["conflicts_handler"] = handler
-    late.bind(handler)

@@ -130,14 +130,8 @@ async def fetchval(settings: Settings, sql: str, *args: Any) -> Any:
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """Environment variables that reproduce ``settings`` in a child process (``orgmem run ...``)."""
+    """The process environment with ``settings`` in place of any inherited stack variables."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "DB_", "TOPIC_", "GROUP_"))}
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if hasattr(value, "get_secret_value"):
-            value = value.get_secret_value()
-        env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
-    return env
+    return env | settings.to_env()
