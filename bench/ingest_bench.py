@@ -4,7 +4,8 @@ Measures, each on a fresh namespace (topics, consumer groups, Postgres schema, b
 - ingest throughput: N envelopes pre-produced, then the ingest stage drains them (envelopes/s);
 - produce -> searchable latency at a steady rate (ingest + embed with the hash embedder): time from
   the produce acknowledgement until the envelope's child chunk is committed with its vector (p50/p95);
-- embed throughput of the embed stage for the hash and the local MiniLM provider (chunks/s);
+- embed throughput of the embed stage for the hash and the local MiniLM provider (chunks/s;
+  ``--embed-providers hash,local,bge`` adds BGE);
 - replay throughput (``orgmem replay ingest --from earliest``) over the N envelopes.
 Prints JSON and writes bench/results/ingest-<time>.json. Run ``--quick`` for a smoke run.
 """
@@ -234,14 +235,17 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--embed-providers", default="hash,local", help="embed-stage providers to time (e.g. add bge)")
     args = ap.parse_args()
     n = 2000 if args.quick else 20000
     runs = 1 if args.quick else args.runs
     ingest = [await bench_ingest(n, 0) for _ in range(runs)]
     ingest_2p = [await bench_ingest(n, 2) for _ in range(runs)]
     latency = await bench_latency(200, 5 if args.quick else 30)
-    embed_hash = await bench_embed("hash", 1000 if args.quick else 5000)
-    embed_local = await bench_embed("local", 200 if args.quick else 1000)
+    embed_stage = [
+        await bench_embed(p, (1000 if args.quick else 5000) if p == "hash" else (200 if args.quick else 1000))
+        for p in args.embed_providers.split(",")
+    ]
     result = {
         "benchmark": "ingest",
         "machine_note": "2 cores / 24 GB; medians over runs",
@@ -250,7 +254,7 @@ async def main() -> None:
         "ingest_envelopes_per_s_median_2_processes": median([r["ingest_envelopes_per_s"] for r in ingest_2p]),
         "ingest_runs": ingest + ingest_2p,
         "produce_to_searchable": latency,
-        "embed_stage": [embed_hash, embed_local],
+        "embed_stage": embed_stage,
         "targets": {
             "ingest_envelopes_per_s": 1000,
             "p95_ms_at_200_per_s": 2000,

@@ -305,7 +305,7 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
         for _ in range(n):
             viewer = tuple(sorted(svc.hierarchy.expand(make())))
             scope = sql.SearchScope("default", viewer)
-            vec = (await svc.embedder.embed([query_for(rng, texts)]))[0]  # type: ignore[union-attr]
+            vec = (await svc.embedder.embed_queries([query_for(rng, texts)]))[0]  # type: ignore[union-attr]
             async with rt.pool.acquire() as conn:
                 exact = set(await sql.dense_exact(conn, scope, vec, cfg, 10))
                 got = await sql.dense_arm(conn, scope, vec, cfg, 10)

@@ -315,5 +315,9 @@ class MiniLMEmbedder:
         result: list[list[float]] = vectors.tolist()
         return result
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Queries are embedded exactly like passages (no query instruction)."""
+        return await self.embed(texts)
+
     async def aclose(self) -> None:
         return None

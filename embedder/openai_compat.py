@@ -110,6 +110,10 @@ class OpenAICompatEmbedder:
         self._meter.record(calls, tokens)
         return vectors
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Queries are embedded exactly like passages (no query instruction)."""
+        return await self.embed(texts)
+
     async def aclose(self) -> None:
         await self._client.close()
 

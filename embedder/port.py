@@ -8,16 +8,23 @@ batches of at most ``max_batch`` itself; ``max_batch`` is exposed so the stage c
 batches to match. ``model`` is the stable id stored next to each vector: the same id always means
 the same vector space, so a change of model (or dimension) re-embeds.
 
+Queries vs passages
+-------------------
+``embed`` is for passages (what gets stored); ``await embedder.embed_queries(texts)`` is for search
+queries and obeys the same contract (same ``dim``, same vector space, input order). Asymmetric
+models differ here: BGE prepends its retrieval instruction to queries only. Every other provider
+embeds queries exactly like passages. Retrieval must embed queries with ``embed_queries``.
+
 Spend
 -----
 Providers keep two ``EmbedUsage`` records:
 
-- ``last_usage`` — what the most recent completed ``embed`` call cost (calls, tokens).
+- ``last_usage`` — what the most recent completed ``embed`` / ``embed_queries`` call cost (calls, tokens).
 - ``total_usage`` — running totals since the provider was built (for metrics).
 
-``last_usage`` is assigned in the same event-loop step in which ``embed`` returns, so reading it
-right after ``await embedder.embed(...)`` (before the caller's next ``await``) is race-free even
-when several tasks share one provider.
+``last_usage`` is assigned in the same event-loop step in which ``embed`` (or ``embed_queries``)
+returns, so reading it right after ``await embedder.embed(...)`` (before the caller's next
+``await``) is race-free even when several tasks share one provider.
 
 Errors
 ------
@@ -68,7 +75,7 @@ class Embedder(Protocol):
 
     @property
     def last_usage(self) -> EmbedUsage:
-        """Spend of the most recent completed ``embed`` call."""
+        """Spend of the most recent completed ``embed`` or ``embed_queries`` call."""
         ...
 
     @property
@@ -77,7 +84,11 @@ class Embedder(Protocol):
         ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed ``texts``; one L2-normalized vector per text, in input order."""
+        """Embed passages ``texts``; one L2-normalized vector per text, in input order."""
+        ...
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed search queries (with the model's query instruction, if it has one); as ``embed`` otherwise."""
         ...
 
     async def aclose(self) -> None:

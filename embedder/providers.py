@@ -6,6 +6,10 @@ provider class                                        settings (all optional unl
 hash     :class:`embedder.hashing.HashingEmbedder`    ``dim`` (384), ``max_batch`` (256) — tests only
 local    :class:`embedder.minilm.MiniLMEmbedder`      ``model_dir`` (the wheel's), ``max_batch`` (32),
                                                       ``max_seq_length`` (256)
+bge      :class:`embedder.bge.BGESmallEmbedder`       ``model_dir`` (``bge.default_model_dir()``,
+                                                      filled by ``make models``), ``max_batch`` (32),
+                                                      ``max_seq_length`` (512),
+                                                      ``intra_op_num_threads`` (0 = onnxruntime's)
 openai   :class:`embedder.openai_compat.OpenAICompat  ``model`` and ``dim`` (required), ``base_url``,
          Embedder`                                    ``api_key`` (str or SecretStr), ``timeout``,
                                                       ``max_retries``, ``max_batch``, ``dimensions``,
@@ -13,8 +17,8 @@ openai   :class:`embedder.openai_compat.OpenAICompat  ``model`` and ``dim`` (req
 ======== ============================================ ================================================
 
 Unknown providers or settings raise ``services.errors.ConfigurationError`` naming them, so a
-bad configuration stops the process at boot. Heavy imports (numpy model, openai) happen only
-for the provider asked for.
+bad configuration stops the process at boot (so do missing model files). Heavy imports (numpy
+model, onnxruntime, openai) happen only for the provider asked for.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 from embedder.port import Embedder
 from services.errors import ConfigurationError
 
-PROVIDERS = ("hash", "local", "openai")
+PROVIDERS = ("hash", "local", "bge", "openai")
 
 
 def build_embedder(provider: str, **settings: Any) -> Embedder:
@@ -40,6 +44,10 @@ def build_embedder(provider: str, **settings: Any) -> Embedder:
         from embedder.minilm import MiniLMEmbedder
 
         factory = MiniLMEmbedder
+    elif name == "bge":
+        from embedder.bge import BGESmallEmbedder
+
+        factory = BGESmallEmbedder
     elif name == "openai":
         from embedder.openai_compat import OpenAICompatEmbedder
 

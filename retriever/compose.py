@@ -16,9 +16,10 @@ from retriever.temporal_plan import TemporalPlan, plan_temporal
 from schemas.tools import PassageFilters
 
 ARM_PRESETS: dict[str, tuple[tuple[str, ...], RankConfig]] = {
-    # the product: every arm, tier boost, floor-gated cascade, dedup, autocut
+    # the product: every arm (semantic = the dense model scores every text candidate), CC fusion,
+    # tier boost, floor-gated cascade, dedup, autocut
     "full": (("dense", "lexical", "semantic", "relational"), DEFAULT),
-    # evaluation baselines: plain arms, no cascade and no autocut
+    # evaluation baselines: plain arms (hybrid = the seed's RRF 1:1), no cascade and no autocut
     "hybrid": (("dense", "lexical"), RRF_ONLY),
     "lexical": (("lexical",), _replace(LEXICAL_ONLY, cascade=False, autocut=False)),
     "dense": (("dense",), _replace(DENSE_ONLY, cascade=False, autocut=False)),

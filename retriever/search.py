@@ -195,22 +195,36 @@ async def dense_arm(
     return DenseResult(ids[:k], "hnsw_overfetch", ef, probe)
 
 
-async def rerank_by_vector(
+async def score_by_vector(
     conn: asyncpg.Connection, scope: SearchScope, vector: Sequence[float], ids: Sequence[str], cfg: DenseConfig
-) -> list[str]:
-    """Order a candidate list (another arm's ids) by exact cosine to the query: the dense model as a
-    re-ranker of lexical candidates, where a weak bi-encoder still adds signal it lacks as a retriever."""
+) -> dict[str, float]:
+    """Exact cosine similarity to the query for a candidate list (other arms' ids), best first.
+
+    This is the ``semantic`` step: the dense model scores every fused candidate, so CC fusion sees a
+    dense score for the lexical arm's hits too — a weak bi-encoder still adds signal as a re-scorer of
+    lexical candidates that it lacks as a retriever. ACL and filters are re-applied."""
     if scope.matches_nothing or not ids:
-        return []
+        return {}
     w = Where()
-    id_arg = w.arg([uuid.UUID(i) for i in ids], "::uuid[]")
+    id_arg = w.arg([uuid.UUID(i) for i in dict.fromkeys(ids)], "::uuid[]")
     scope_where(scope, "", w)
     w.add(f"embedding_model = {sql_literal(cfg.model)}")
     q = w.arg(list(vector), "::vector")
     rows = await conn.fetch(
-        f"SELECT id FROM chunks WHERE id = ANY({id_arg}) AND {w.sql()} ORDER BY embedding <=> {q}, id", *w.params
+        f"SELECT id, 1 - (embedding <=> {q}) AS sim FROM chunks WHERE id = ANY({id_arg}) AND {w.sql()}"
+        " ORDER BY sim DESC, id",
+        *w.params,
     )
-    return [str(r["id"]) for r in rows]
+    return {str(r["id"]): float(r["sim"]) for r in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalResult:
+    """BM25 hits best first with their raw scores, and how they were found (``bm25``, ``no_terms``…)."""
+
+    ids: list[str]
+    scores: dict[str, float]
+    note: str
 
 
 BM25_K1 = 0.9
@@ -220,9 +234,7 @@ BM25_CANDIDATES = 4000
 VISIBLE_CAP = 200_000
 
 
-async def lexical_arm(
-    conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, min_hits: int | None = None
-) -> tuple[list[str], str]:
+async def lexical_arm(conn: asyncpg.Connection, scope: SearchScope, query: str, k: int) -> LexicalResult:
     """Okapi BM25 (k1 0.9, b 0.4) over Postgres full-text lexemes, inside the viewer's scope.
 
     Postgres' ``ts_rank`` has no inverse document frequency, so a question's common words drown its
@@ -232,15 +244,13 @@ async def lexical_arm(
     ``tf`` from the tsvector positions, ``dl`` the number of lexemes, ``df`` counted over the candidates
     (= the visible chunks containing the term) and ``N`` the visible chunk count (capped). At most
     ``BM25_CANDIDATES`` candidates (best ``ts_rank`` first) are scored, bounding the cost on huge scopes.
-    ``min_hits`` is accepted for compatibility and unused.
     """
-    del min_hits
     if scope.matches_nothing:
-        return [], "empty_viewer"
+        return LexicalResult([], {}, "empty_viewer")
     terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
     terms = list(terms or [])[:BM25_MAX_TERMS]
     if not terms:
-        return [], "no_terms"
+        return LexicalResult([], {}, "no_terms")
     w = scope_where(scope)
     terms_arg = w.arg(terms, "::text[]")
     anyq = w.arg(" | ".join("'" + t.replace("'", "''") + "'" for t in terms))
@@ -262,7 +272,7 @@ async def lexical_arm(
         f" FROM tf JOIN df USING (lexeme), n, avgdl GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
         *w.params,
     )
-    return [str(r["id"]) for r in rows], "bm25"
+    return LexicalResult([str(r["id"]) for r in rows], {str(r["id"]): float(r["score"]) for r in rows}, "bm25")
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,7 +119,8 @@ class RetrieverService:
         if self.embedder is None:
             return None
         embedder = self.embedder
-        vectors: list[list[float]] = await self._timed(timings, "embed", lambda: embedder.embed([query]))
+        # queries, not passages: asymmetric models (BGE) prefix their search instruction
+        vectors: list[list[float]] = await self._timed(timings, "embed", lambda: embedder.embed_queries([query]))
         return vectors[0]
 
     async def _dense_config(self) -> sql.DenseConfig:
@@ -128,33 +129,28 @@ class RetrieverService:
         )
 
     async def _semantic(
-        self, scope: sql.SearchScope, vector: list[float] | None, lexical: tuple[list[str], str] | None
-    ) -> list[str]:
-        """The ``semantic`` arm: the lexical candidates re-ordered by cosine to the query."""
-        if vector is None or not lexical or not lexical[0]:
-            return []
+        self, scope: sql.SearchScope, vector: list[float] | None, candidates: Sequence[str]
+    ) -> dict[str, float]:
+        """The ``semantic`` step: exact cosine of every text-arm candidate, so fusion has a dense
+        score for the lexical hits the dense arm did not return."""
+        if vector is None or not candidates:
+            return {}
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
-            return await sql.rerank_by_vector(conn, scope, vector, lexical[0], cfg)
+            return await sql.score_by_vector(conn, scope, vector, candidates, cfg)
 
     async def _dense(
         self, scope: sql.SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
     ) -> sql.DenseResult:
         if vector is None:
             return sql.DenseResult([], "no_embedder")
-        cfg = sql.DenseConfig(
-            self.embedding.model,
-            self.embedding.dim,
-            await self.pgvector(),
-            self.ef_search,
-            self.exact_threshold,
-        )
+        cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
             return await sql.dense_arm(conn, scope, vector, cfg, k)
 
-    async def _lexical(self, scope: sql.SearchScope, query: str, k: int, limit: int) -> tuple[list[str], str]:
+    async def _lexical(self, scope: sql.SearchScope, query: str, k: int) -> sql.LexicalResult:
         async with self.pool.acquire() as conn:
-            return await sql.lexical_arm(conn, scope, query, k, min_hits=limit)
+            return await sql.lexical_arm(conn, scope, query, k)
 
     async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
@@ -199,7 +195,7 @@ class RetrieverService:
             self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
             if "dense" in names
             else asyncio.sleep(0, empty),
-            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, limit))
+            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k))
             if "lexical" in names
             else asyncio.sleep(0, empty),
             self._timed(timings, "relational", lambda: self._relational(scope, query))
@@ -207,6 +203,7 @@ class RetrieverService:
             else asyncio.sleep(0, empty),
         )
         arm_ids: dict[str, list[str]] = {}
+        arm_scores: dict[str, dict[str, float]] = {}
         arm_diag: dict[str, Any] = {}
         if dense is not None:
             arm_ids["dense"] = dense.ids
@@ -217,12 +214,18 @@ class RetrieverService:
                 "visible_probe": dense.probe,
             }
         if lexical is not None:
-            arm_ids["lexical"] = lexical[0]
-            arm_diag["lexical"] = {"count": len(lexical[0]), "query": lexical[1]}
+            arm_ids["lexical"] = lexical.ids
+            arm_scores["lexical"] = lexical.scores
+            arm_diag["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
         if "semantic" in names:
-            semantic = await self._timed(timings, "semantic", lambda: self._semantic(scope, vector, lexical))
-            arm_ids["semantic"] = semantic
-            arm_diag["semantic"] = {"count": len(semantic), "reranks": "lexical"}
+            # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
+            pool = list(dict.fromkeys([*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]))
+            semantic = await self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
+            if semantic:
+                added = len(set(semantic) - set(arm_ids.get("dense", [])))
+                arm_ids["dense"] = list(semantic)
+                arm_scores["dense"] = semantic
+                arm_diag["semantic"] = {"scored": len(semantic), "added_to_dense": added}
         relational = relational or RelationalResult()
         if "relational" in names:
             arm_ids["relational"] = relational.chunk_ids
@@ -247,7 +250,7 @@ class RetrieverService:
             )
             for cid, r in rows.items()
         }
-        result = fuse_and_rank(arm_ids, hits, query, now, config)
+        result = fuse_and_rank(arm_ids, hits, query, now, config, arm_scores=arm_scores)
         ranked = list(result.hits)
         scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         diag: dict[str, Any] = {

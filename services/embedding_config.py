@@ -13,6 +13,8 @@ from typing import Any
 from services.settings import Settings
 
 MINILM_DIM = 384
+BGE_SMALL_MODEL = "local/bge-small-en-v1.5-q"
+BGE_SMALL_DIM = 384
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,8 @@ def embedding_config(settings: Settings) -> EmbeddingConfig:
         return EmbeddingConfig("hash", f"hash/v1-{settings.embedding_dim}", settings.embedding_dim)
     if settings.embedding_provider == "local":
         return EmbeddingConfig("local", "local/all-MiniLM-L6-v2", MINILM_DIM)
+    if settings.embedding_provider == "bge":
+        return EmbeddingConfig("bge", BGE_SMALL_MODEL, BGE_SMALL_DIM)
     return EmbeddingConfig("openai", f"openai/{settings.embedding_model}", settings.embedding_dim)
 
 
@@ -34,7 +38,7 @@ def provider_kwargs(settings: Settings) -> dict[str, Any]:
     """Keyword settings for ``embedder.providers.build_embedder``."""
     if settings.embedding_provider == "hash":
         return {"dim": settings.embedding_dim}
-    if settings.embedding_provider == "local":
+    if settings.embedding_provider in ("local", "bge"):
         return {}
     return {
         "model": settings.embedding_model,

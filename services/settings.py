@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.errors import ConfigurationError
 
-EmbeddingProvider = Literal["hash", "local", "openai"]
+EmbeddingProvider = Literal["hash", "local", "bge", "openai"]
 SHARED_TOPICS = frozenset({"envelopes", "rpc.retrieve"})
 
 

@@ -43,6 +43,7 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
             limit_queries=args.limit_queries,
             out_dir=Path(args.out) if args.out else None,
             keep=args.keep,
+            reuse=args.reuse,
             progress=progress,
         )
     print(result.table())
@@ -91,7 +92,7 @@ def add_eval_commands(sub: Any) -> None:
     e.add_argument("--json", action="store_true")
     e.add_argument("--dataset", default="deploy/demo", help="folder with events.jsonl + queries.jsonl")
     e.add_argument("--arms", default="lexical,dense,hybrid,full")
-    e.add_argument("--embedder", default="local", choices=["local", "hash", "openai"])
+    e.add_argument("--embedder", default="local", choices=["local", "bge", "hash", "openai"])
     e.add_argument("--limit-events", type=int)
     e.add_argument("--limit-queries", type=int)
     e.add_argument("--out", help="folder for predictions and reports")

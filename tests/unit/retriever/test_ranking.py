@@ -11,15 +11,18 @@ from retriever.ranking import (
     DENSE_ONLY,
     LEXICAL_ONLY,
     RRF_ONLY,
+    RRF_WEIGHTS,
     Hit,
     RankConfig,
     RankedHit,
     access_multiplier,
     autocut_index,
+    cc_fuse,
     content_terms,
     dedup_by_content,
     floor_threshold,
     fuse_and_rank,
+    normalise,
     recency_decay,
     recency_multiplier,
     rrf_fuse,
@@ -28,6 +31,8 @@ from retriever.ranking import (
 )
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
+# the seed's pipeline (RRF 1:1, autocut at a 20 % gap): the hand-computed cascade/autocut cases use it
+RRF = replace(DEFAULT, fusion="rrf", arm_weights=RRF_WEIGHTS, autocut_min_gap=0.2)
 
 
 def hit(
@@ -223,7 +228,7 @@ def test_fuse_and_rank_floor_gates_the_cascade() -> None:
         "b": hit("b"),
         "c": hit("c", title="Pricing", access=1000, age=0),
     }
-    res = fuse_and_rank({"dense": ["a", "b", "c"], "lexical": ["a", "b"]}, hits, "pricing", NOW)
+    res = fuse_and_rank({"dense": ["a", "b", "c"], "lexical": ["a", "b"]}, hits, "pricing", NOW, RRF)
     by_id = {rh.hit.chunk_id: rh for rh in res.hits}
     assert res.diagnostics["floor"] == pytest.approx(0.6 * 2 / 61)
     assert by_id["a"].score == pytest.approx(2 / 61 * 1.25)  # title only; ancient, never accessed
@@ -239,7 +244,7 @@ def test_fuse_and_rank_tier_boost_applied_before_floor() -> None:
     # a: 1/61 org -> 0.6/61 = 0.0098361 ; b: 1/62 team -> 0.9/62 = 0.0145161 (max)
     # floor = 0.6 * 0.0145161 = 0.0087097 -> a above the floor too
     hits = {"a": hit("a", scope="org"), "b": hit("b", scope="team")}
-    res = fuse_and_rank({"dense": ["a", "b"]}, hits, "", NOW, replace(DEFAULT, autocut=False))
+    res = fuse_and_rank({"dense": ["a", "b"]}, hits, "", NOW, replace(RRF, autocut=False))
     assert res.diagnostics["floor"] == pytest.approx(0.6 * 0.9 / 62)
     assert ids(res.hits) == ["b", "a"]
     assert res.hits[0].score == pytest.approx(0.9 / 62)
@@ -254,7 +259,7 @@ def test_cascade_factors_stay_in_bounds() -> None:
         cid = f"h{i:02d}"
         hits[cid] = hit(cid, age=i * 11 % 400, access=(i * 37) % 5000, title="Roadmap" if i % 3 else None)
         dense.append(cid)
-    config = replace(DEFAULT, autocut=False, dedup=False)
+    config = replace(RRF, autocut=False, dedup=False)
     res = fuse_and_rank({"dense": dense, "lexical": list(reversed(dense))}, hits, "roadmap", NOW, config)
     assert len(res.hits) == 40
     floor = res.diagnostics["floor"]
@@ -276,21 +281,21 @@ def test_cascade_factors_stay_in_bounds() -> None:
 
 def test_recent_popular_hits_get_recency_and_access() -> None:
     hits = {"a": hit("a", age=0, access=100)}
-    res = fuse_and_rank({"dense": ["a"]}, hits, "x", NOW)
+    res = fuse_and_rank({"dense": ["a"]}, hits, "x", NOW, RRF)
     assert res.hits[0].boosts == {"tier": 1.0, "recency": pytest.approx(1.4), "access": pytest.approx(1.6)}
     assert res.hits[0].score == pytest.approx(1 / 61 * 1.4 * 1.6)
 
 
 def test_ties_are_deterministic() -> None:
     hits = {"b": hit("b"), "a": hit("a")}
-    one = fuse_and_rank({"dense": ["b"], "lexical": ["a"]}, hits, "", NOW)
-    two = fuse_and_rank({"lexical": ["a"], "dense": ["b"]}, dict(reversed(hits.items())), "", NOW)
+    one = fuse_and_rank({"dense": ["b"], "lexical": ["a"]}, hits, "", NOW, RRF)
+    two = fuse_and_rank({"lexical": ["a"], "dense": ["b"]}, dict(reversed(hits.items())), "", NOW, RRF)
     assert ids(one.hits) == ids(two.hits) == ["a", "b"]
 
 
 def test_duplicates_dropped_in_pipeline() -> None:
     hits = {"a": hit("a", content_hash="same"), "b": hit("b", content_hash="same"), "c": hit("c")}
-    res = fuse_and_rank({"dense": ["b", "a", "c"]}, hits, "", NOW)
+    res = fuse_and_rank({"dense": ["b", "a", "c"]}, hits, "", NOW, RRF)
     assert ids(res.hits) == ["b", "c"]
     assert res.diagnostics["dropped_duplicates"] == [{"chunk_id": "a", "kept": "b"}]
 
@@ -299,7 +304,7 @@ def test_autocut_in_pipeline() -> None:
     # a 2/61=.032787, b 2/62=.032258, c 2/63=.031746, d 1/64=.015625, e 1/65=.015385
     # gap c->d = .016121 >= 0.2 * .032787 -> keep 3
     hits = {c: hit(c) for c in "abcde"}
-    config = replace(DEFAULT, cascade=False)
+    config = replace(RRF, cascade=False)
     res = fuse_and_rank({"dense": list("abcde"), "lexical": list("abc")}, hits, "", NOW, config)
     assert ids(res.hits) == ["a", "b", "c"]
     assert res.diagnostics["autocut_index"] == 3
@@ -311,7 +316,7 @@ def test_autocut_in_pipeline() -> None:
 def test_decay_reorders_after_autocut() -> None:
     # a: 1/61 = .016393, 60 days old -> * 0.25 = .004098 ; b: 1/62 = .016129, age 0 -> * 1.0
     hits = {"a": hit("a", age=60), "b": hit("b", age=0)}
-    config = replace(DEFAULT, cascade=False, autocut=False, decay_half_life_days=30.0, decay_min=0.1)
+    config = replace(RRF, cascade=False, autocut=False, decay_half_life_days=30.0, decay_min=0.1)
     res = fuse_and_rank({"dense": ["a", "b"]}, hits, "", NOW, config)
     assert ids(res.hits) == ["b", "a"]
     assert res.hits[1].score == pytest.approx(0.25 / 61)
@@ -325,14 +330,14 @@ def test_presets_select_arms() -> None:
     assert ids(lex.hits) == ["b"]
     assert lex.diagnostics["ignored_arms"] == ["dense", "relational"]
     assert ids(fuse_and_rank(arms, hits, "", NOW, DENSE_ONLY).hits) == ["a"]
-    full = fuse_and_rank(arms, hits, "", NOW, replace(DEFAULT, cascade=False, autocut=False))
+    full = fuse_and_rank(arms, hits, "", NOW, replace(RRF, cascade=False, autocut=False))
     assert ids(full.hits) == ["a", "b", "c"]  # relational weighs 0.5
     assert full.hits[2].score == pytest.approx(0.5 / 61)
 
 
 def test_diagnostics_contents() -> None:
     hits = {"a": hit("a"), "b": hit("b")}
-    res = fuse_and_rank({"dense": ["a", "ghost", "b"], "lexical": ["a"]}, hits, "", NOW)
+    res = fuse_and_rank({"dense": ["a", "ghost", "b"], "lexical": ["a"]}, hits, "", NOW, RRF)
     d = res.diagnostics
     assert d["missing_hits"] == ["ghost"]
     assert d["arm_ranks"] == {"a": {"dense": 1, "lexical": 1}, "b": {"dense": 3}}
@@ -343,12 +348,12 @@ def test_diagnostics_contents() -> None:
 
 def test_limit_and_empty_inputs() -> None:
     hits = {c: hit(c) for c in "abcd"}
-    res = fuse_and_rank({"dense": list("abcd")}, hits, "", NOW, limit=2)
+    res = fuse_and_rank({"dense": list("abcd")}, hits, "", NOW, RRF, limit=2)
     assert ids(res.hits) == ["a", "b"]
-    empty = fuse_and_rank({}, {}, "", NOW)
+    empty = fuse_and_rank({}, {}, "", NOW, RRF)
     assert empty.hits == ()
     assert empty.diagnostics["floor"] is None
-    assert fuse_and_rank({"dense": list("abcd")}, hits, "", NOW, limit=0).hits == ()
+    assert fuse_and_rank({"dense": list("abcd")}, hits, "", NOW, RRF, limit=0).hits == ()
 
 
 def test_naive_now_rejected() -> None:
@@ -374,8 +379,99 @@ def test_config_validation(kwargs: dict[str, object]) -> None:
 
 def test_tie_created_by_tier_boost_breaks_by_chunk_id() -> None:
     # k = 0: z fused 1/1 = 1.0 (org 0.5 -> 0.5) ; a fused 1/2 = 0.5 (user 1.0 -> 0.5): an exact tie
-    config = RankConfig(rrf_k=0, tier_boost={"user": 1.0, "org": 0.5}, cascade=False, autocut=False)
+    config = RankConfig(
+        fusion="rrf",
+        arm_weights=RRF_WEIGHTS,
+        rrf_k=0,
+        tier_boost={"user": 1.0, "org": 0.5},
+        cascade=False,
+        autocut=False,
+    )
     hits = {"z": hit("z", scope="org"), "a": hit("a", scope="user")}
     res = fuse_and_rank({"dense": ["z", "a"]}, hits, "", NOW, config)
     assert [rh.score for rh in res.hits] == [0.5, 0.5]
     assert ids(res.hits) == ["a", "z"]
+
+
+# ---------------------------------------------------------------- CC fusion (the default)
+
+
+def test_normalise_min_max_floor_and_degenerate_cases() -> None:
+    assert normalise({"a": 3.0, "b": 2.0, "c": 1.0}) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    # a natural floor below the observed minimum keeps the lowest hit above 0
+    assert normalise({"a": 4.0, "b": 1.0}, floor=0.0) == {"a": 1.0, "b": 0.25}
+    # a floor above the observed minimum is clamped to it (never a negative score)
+    assert normalise({"a": 4.0, "b": 1.0}, floor=2.0) == {"a": 1.0, "b": 0.0}
+    assert normalise({"a": 0.7}) == {"a": 1.0}
+    assert normalise({"a": 0.5, "b": 0.5}) == {"a": 1.0, "b": 1.0}
+    assert normalise({}) == {}
+
+
+def test_cc_hand_computed_scores() -> None:
+    # lexical BM25 a 6, b 3 (floor 0) -> 1.0, 0.5 ; dense cosine a .2, b .6, c .4 -> 0, 1, .5
+    # a = .7*1 + .3*0 = .70 ; b = .7*.5 + .3*1 = .65 ; c = .3*.5 = .15
+    fused = cc_fuse(
+        {"lexical": ["a", "b"], "dense": ["b", "c", "a"]},
+        {"lexical": {"a": 6.0, "b": 3.0}, "dense": {"a": 0.2, "b": 0.6, "c": 0.4}},
+    )
+    assert fused.scores == {"a": pytest.approx(0.70), "b": pytest.approx(0.65), "c": pytest.approx(0.15)}
+    assert fused.order == ("a", "b", "c")
+    assert fused.arm_ranks == {"a": {"dense": 3, "lexical": 1}, "b": {"dense": 1, "lexical": 2}, "c": {"dense": 2}}
+
+
+def test_cc_keeps_score_gaps_that_rrf_throws_away() -> None:
+    # BM25 is sure about "a" (12 vs 1); the dense arm barely prefers "b" and "c" (.51, .505 vs .50).
+    arms = {"lexical": ["a", "b"], "dense": ["b", "c", "a"]}
+    scores = {"lexical": {"a": 12.0, "b": 1.0}, "dense": {"b": 0.51, "c": 0.505, "a": 0.50}}
+    # RRF: b = 1/61 + 1/62 > a = 1/61 + 1/63
+    assert rrf_fuse(arms, {"lexical": 1.0, "dense": 1.0}).order[0] == "b"
+    # CC: a = .7 * 1 + .3 * 0 = .70 > b = .7 * 1/12 + .3 * 1 = .358
+    fused = cc_fuse(arms, scores)
+    assert fused.order[0] == "a"
+    assert fused.scores["b"] == pytest.approx(0.7 / 12 + 0.3)
+
+
+def test_cc_rank_scores_for_arms_without_raw_scores_and_relational_cap() -> None:
+    # relational has no raw scores: ranks 1..2 of 2 -> 1.0, 0.5 ; weight 0.5 -> at most 0.5
+    fused = cc_fuse(
+        {"lexical": ["a"], "dense": ["a"], "relational": ["r", "s"]},
+        {"lexical": {"a": 2.0}, "dense": {"a": 0.9}},
+    )
+    assert fused.scores["r"] == pytest.approx(0.5)
+    assert fused.scores["s"] == pytest.approx(0.25)
+    assert fused.scores["a"] == pytest.approx(1.0)  # a lone hit normalises to 1 in both arms
+    assert fused.order == ("a", "r", "s")
+
+
+def test_cc_missing_raw_score_takes_the_arm_minimum_and_unlisted_scores_are_ignored() -> None:
+    fused = cc_fuse({"dense": ["a", "b", "a"]}, {"dense": {"a": 0.8, "z": 0.99}}, {"dense": 1.0})
+    assert fused.scores == {"a": 1.0, "b": 1.0}  # b gets the minimum (0.8): all equal -> 1.0
+    assert fused.arm_ranks == {"a": {"dense": 1}, "b": {"dense": 2}}
+    assert "z" not in fused.scores
+
+
+def test_cc_ignores_zero_weight_arms_and_is_order_independent() -> None:
+    arms = {"semantic": ["x"], "lexical": ["b", "a"]}
+    one = cc_fuse(arms, {"lexical": {"a": 1.0, "b": 2.0}})
+    two = cc_fuse(dict(reversed(arms.items())), {"lexical": {"b": 2.0, "a": 1.0}})
+    assert "x" not in one.scores
+    assert one == two
+    assert cc_fuse({}, {}).order == ()
+
+
+def test_default_pipeline_is_cc_with_cascade_and_autocut() -> None:
+    assert DEFAULT.fusion == "cc"
+    assert RRF_ONLY.fusion == "rrf" and dict(RRF_ONLY.arm_weights) == dict(RRF_WEIGHTS)
+    hits = {c: hit(c) for c in "abcd"}
+    arms = {"lexical": list("abcd"), "dense": list("abcd")}
+    scores = {"lexical": {"a": 10.0, "b": 9.0, "c": 8.5, "d": 1.0}, "dense": {"a": 0.9, "b": 0.8, "c": 0.8, "d": 0.1}}
+    res = fuse_and_rank(arms, hits, "", NOW, arm_scores=scores)
+    # a 1.0 ; b .7*.9+.3*.875 = .8925 ; c .7*.85+.3*.875 = .8575 ; d .7*.1 = .07 -> cliff of .79 >= 0.3
+    assert [rh.fused for rh in res.hits] == [pytest.approx(1.0), pytest.approx(0.8925), pytest.approx(0.8575)]
+    assert res.diagnostics["fusion"] == "cc"
+    assert res.diagnostics["autocut_index"] == 3
+
+
+def test_unknown_fusion_rejected() -> None:
+    with pytest.raises(ValueError, match="fusion"):
+        RankConfig(fusion="borda")
