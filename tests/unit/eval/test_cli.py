@@ -46,3 +46,41 @@ def test_live_passes_reuse_keep_and_embedder(monkeypatch: pytest.MonkeyPatch, tm
     assert seen["limit_queries"] == 7
     assert seen["out_dir"] == tmp_path / "o"
     assert seen["dataset"] == tmp_path
+
+
+class _Overall:
+    def __init__(self, recall: float) -> None:
+        self.recall = recall
+
+    def as_dict(self) -> dict[str, float]:
+        return {"recall@10": self.recall}
+
+
+class _Report:
+    def __init__(self, recall: float, leak: float = 0.0) -> None:
+        self.overall = _Overall(recall)
+        self.leak_rate = leak
+
+
+@pytest.mark.parametrize(
+    ("recalls", "leak", "code"),
+    [
+        ({"full": 0.80, "lexical": 0.75, "dense": 0.70}, 0.0, 0),
+        ({"full": 0.75, "lexical": 0.75, "dense": 0.70}, 0.0, 1),  # a tie does not beat
+        ({"full": 0.80, "lexical": 0.70, "dense": 0.81}, 0.0, 1),
+        ({"full": 0.74, "lexical": 0.70, "dense": 0.70}, 0.0, 1),  # under --min-recall 0.75
+        ({"full": 0.80, "lexical": 0.75, "dense": 0.70}, 0.01, 1),  # any leak fails
+    ],
+)
+def test_live_thresholds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, recalls: dict[str, float], leak: float, code: int
+) -> None:
+    result = _Result()
+    monkeypatch.setattr(result, "reports", {arm: _Report(r, leak) for arm, r in recalls.items()})
+
+    async def fake_run_live(settings: Any, dataset: Path, **kwargs: Any) -> _Result:
+        return result
+
+    monkeypatch.setattr(live, "run_live", fake_run_live)
+    args = _parse(["eval", "live", "--dataset", str(tmp_path), "--min-recall", "0.75", "--beat-baselines"])
+    assert asyncio.run(cmd_eval(None, args)) == code  # type: ignore[arg-type]
