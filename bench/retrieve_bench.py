@@ -2,8 +2,11 @@
 and over Kafka RPC, plus dense recall@10 of the production dense arm against exact search.
 
     .venv/bin/python bench/retrieve_bench.py [--sizes 10000,100000] [--queries 200] [--concurrency 8]
+        [--corpus ../shared/data/herb/events.jsonl] [--transports in_process,http,kafka]
 
-Each size loads a synthetic corpus (chat/doc-like text, an org of 4 divisions x 5 teams x 10 users,
+Each size loads a corpus — synthetic chat/doc-like text from a ~60-word vocabulary (every query term
+is common), or with ``--corpus`` the ``text`` of a real events.jsonl (HERB: Slack, docs, meetings,
+PRs; cycled when the size exceeds it) — with an org of 4 divisions x 5 teams x 10 users,
 documents shared org-wide 10 %, per division 20 %, per team 55 %, private 15 %) straight into an
 isolated schema (COPY; hash embedder), builds the HNSW index, then measures. Viewers are random users
 with their team group, i.e. they see ~18 % of the corpus. Prints one JSON object and writes it to
@@ -150,7 +153,22 @@ class Org:
         return Viewer(f"user:{user}", (f"group:{self.users[user]}",), frozenset())
 
 
-async def load_corpus(settings: Settings, org: Org, n: int, rng: random.Random) -> list[str]:
+def corpus_texts(path: Path) -> list[tuple[str, str]]:
+    """(title, text) of every event with text in an events.jsonl (title = its thread or kind)."""
+    out = []
+    with path.open() as fh:
+        for line in fh:
+            e = json.loads(line)
+            if (e.get("text") or "").strip():
+                out.append((str(e.get("thread") or e.get("kind") or ""), str(e["text"])))
+    if not out:
+        raise SystemExit(f"{path}: no events with text")
+    return out
+
+
+async def load_corpus(
+    settings: Settings, org: Org, n: int, rng: random.Random, real: list[tuple[str, str]] | None = None
+) -> list[str]:
     from embedder.hashing import HashingEmbedder
 
     emb = HashingEmbedder(dim=settings.embedding_dim)
@@ -166,7 +184,7 @@ async def load_corpus(settings: Settings, org: Org, n: int, rng: random.Random) 
     step = 5000
     for lo in range(0, n, step):
         docs, chunks = [], []
-        batch = [make_text(rng, i) for i in range(lo, min(n, lo + step))]
+        batch = [real[i % len(real)] if real else make_text(rng, i) for i in range(lo, min(n, lo + step))]
         vectors = await emb.embed([f"{t}\n\n{x}" for t, x in batch])
         for (title, text), vec in zip(batch, vectors, strict=True):
             did, pid, cid = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -340,7 +358,8 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
         db_pool_max=20,
     )
     await migrate(s.database_url, s.db_schema)
-    texts = await load_corpus(s, org, n, rng)
+    real = corpus_texts(Path(args.corpus)) if args.corpus else None
+    texts = await load_corpus(s, org, n, rng, real)
     rt = await start_runtime(s, ["retrieve"])
     result: dict[str, Any] = {"chunks": n}
     try:
@@ -351,42 +370,15 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
             await svc.retrieve_context(RetrieveContextRequest(query=q), v)
 
         result["in_process"] = await measure(direct, queries, args.concurrency)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(rt),
-                host="127.0.0.1",
-                port=args.port,
-                log_level="warning",
-                access_log=False,
-                lifespan="off",
-            )
-        )
-        serve_task = asyncio.create_task(server.serve())
-        while not server.started:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{args.port}", timeout=30) as http:
+        if "http" in args.transports:
+            result["http"] = await http_transport(rt, queries, args)
+        if "kafka" in args.transports:
+            async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
 
-            async def over_http(q: str, v: Viewer) -> None:
-                r = await http.post(
-                    "/tools/retrieve_context",
-                    json={"query": q},
-                    headers={
-                        "X-Api-Key": "bench-key",
-                        "X-Principal-Id": v.principal_id or "",
-                        "X-Principal-Groups": ",".join(v.groups),
-                    },
-                )
-                r.raise_for_status()
+                async def over_kafka(q: str, v: Viewer) -> None:
+                    await om.retrieve_context({"query": q}, principal_id=v.principal_id, groups=v.groups)
 
-            result["http"] = await measure(over_http, queries, args.concurrency)
-        server.should_exit = True
-        await serve_task
-        async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
-
-            async def over_kafka(q: str, v: Viewer) -> None:
-                await om.retrieve_context({"query": q}, principal_id=v.principal_id, groups=v.groups)
-
-            result["kafka_rpc"] = await measure(over_kafka, queries, args.concurrency)
+                result["kafka_rpc"] = await measure(over_kafka, queries, args.concurrency)
         result["dense_recall"] = await dense_recall(rt, org, texts, rng)
         async with rt.pool.acquire() as conn:
             sample = await conn.fetchval("SELECT diagnostics FROM retrieval_audit ORDER BY id DESC LIMIT 1")
@@ -401,6 +393,40 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
     return result
 
 
+async def http_transport(rt: Any, queries: list[tuple[str, Viewer]], args: argparse.Namespace) -> dict[str, Any]:
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(rt),
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+    )
+    serve_task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{args.port}", timeout=30) as http:
+
+        async def over_http(q: str, v: Viewer) -> None:
+            r = await http.post(
+                "/tools/retrieve_context",
+                json={"query": q},
+                headers={
+                    "X-Api-Key": "bench-key",
+                    "X-Principal-Id": v.principal_id or "",
+                    "X-Principal-Groups": ",".join(v.groups),
+                },
+            )
+            r.raise_for_status()
+
+        stats_http = await measure(over_http, queries, args.concurrency)
+    server.should_exit = True
+    await serve_task
+    return stats_http
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000,100000")
@@ -408,6 +434,8 @@ async def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--port", type=int, default=18777)
     ap.add_argument("--keep", action="store_true", help="keep the bench schemas")
+    ap.add_argument("--corpus", help="events.jsonl whose texts to index instead of the synthetic corpus")
+    ap.add_argument("--transports", default="in_process,http,kafka", help="which of http,kafka to measure too")
     args = ap.parse_args()
     base = load_settings(_env_file=".env")
     report: dict[str, Any] = {
@@ -417,6 +445,7 @@ async def main() -> None:
         "python": platform.python_version(),
         "embedder": "hash (384)",
         "viewer": "random user + its team group (sees ~18% of documents)",
+        "corpus": args.corpus or "synthetic",
         "targets": {"p50_ms": 30, "p95_ms": 100},
         "sizes": [await bench_size(base, int(n), args) for n in args.sizes.split(",")],
     }
