@@ -381,8 +381,12 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
                 result["kafka_rpc"] = await measure(over_kafka, queries, args.concurrency)
         result["dense_recall"] = await dense_recall(rt, org, texts, rng)
         async with rt.pool.acquire() as conn:
-            sample = await conn.fetchval("SELECT diagnostics FROM retrieval_audit ORDER BY id DESC LIMIT 1")
-        result["last_timings_ms"] = json.loads(sample)["timings_ms"] if sample else None
+            audits = await conn.fetch("SELECT diagnostics FROM retrieval_audit")
+        per_step: dict[str, list[float]] = {}
+        for row in audits:
+            for step, ms in (json.loads(row["diagnostics"]).get("timings_ms") or {}).items():
+                per_step.setdefault(step, []).append(float(ms))
+        result["median_step_ms"] = {step: round(statistics.median(v), 2) for step, v in sorted(per_step.items())}
     finally:
         await stop_runtime(rt)
         if not args.keep:

@@ -234,16 +234,68 @@ BM25_CANDIDATES = 4000
 VISIBLE_CAP = 200_000
 
 
-async def lexical_arm(conn: asyncpg.Connection, scope: SearchScope, query: str, k: int) -> LexicalResult:
+@dataclass(frozen=True, slots=True)
+class LexemeStats:
+    """Planner statistics of ``chunks.tsv`` (``ANALYZE``): share of rows containing each common lexeme.
+
+    ``unlisted`` bounds the share of any lexeme not in the list (the smallest listed share)."""
+
+    shares: dict[str, float]
+    unlisted: float
+
+    def share(self, lexeme: str) -> float:
+        return self.shares.get(lexeme, self.unlisted)
+
+
+async def lexeme_stats(conn: asyncpg.Connection) -> LexemeStats | None:
+    """``most_common_elems`` of ``chunks.tsv`` in the current schema, or None before the first ANALYZE."""
+    row = await conn.fetchrow(
+        "SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS freqs FROM pg_stats"
+        " WHERE schemaname = current_schema() AND tablename = 'chunks' AND attname = 'tsv'"
+    )
+    if row is None or not row["elems"] or not row["freqs"]:
+        return None
+    elems, freqs = list(row["elems"]), list(row["freqs"])
+    if len(freqs) < len(elems) + 2:
+        return None
+    return LexemeStats(dict(zip(elems, (float(f) for f in freqs), strict=False)), float(freqs[len(elems)]))
+
+
+def rare_first(terms: Sequence[str], stats: LexemeStats | None, visible: int, budget: int) -> list[str]:
+    """The query terms that generate BM25 candidates: rarest first, while their expected visible
+    matches (share × visible) stay within ``budget``; always at least the rarest one. Without
+    statistics every term generates candidates."""
+    if stats is None:
+        return list(terms)
+    chosen: list[str] = []
+    expected = 0.0
+    for term in sorted(terms, key=lambda t: (stats.share(t), t)):
+        more = stats.share(term) * visible
+        if chosen and expected + more > budget:
+            break
+        chosen.append(term)
+        expected += more
+    return chosen
+
+
+async def lexical_arm(
+    conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, stats: LexemeStats | None = None
+) -> LexicalResult:
     """Okapi BM25 (k1 0.9, b 0.4) over Postgres full-text lexemes, inside the viewer's scope.
 
     Postgres' ``ts_rank`` has no inverse document frequency, so a question's common words drown its
     rare ones. Here the query is normalised by the same ``english`` configuration as the index
-    (stemming, stopwords), candidates are the visible chunks matching ANY query lexeme (GIN index), and
-    each is scored ``sum idf(t) * tf(t) * (k1 + 1) / (tf(t) + k1 * (1 - b + b * dl / avgdl))`` with
-    ``tf`` from the tsvector positions, ``dl`` the number of lexemes, ``df`` counted over the candidates
-    (= the visible chunks containing the term) and ``N`` the visible chunk count (capped). At most
-    ``BM25_CANDIDATES`` candidates (best ``ts_rank`` first) are scored, bounding the cost on huge scopes.
+    (stemming, stopwords) and each candidate is scored
+    ``sum idf(t) * tf(t) * (k1 + 1) / (tf(t) + k1 * (1 - b + b * dl / avgdl))`` with ``tf`` from the
+    tsvector positions, ``dl`` the number of lexemes and ``N`` the visible chunk count (capped).
+
+    Candidates (GIN index) are the visible chunks matching the query's *rare* terms (``rare_first``
+    over the planner's lexeme statistics ``stats``): a common word ("team", "meeting") alone cannot
+    make a chunk a top BM25 hit against chunks holding the rare ones, and matching it would touch a
+    large share of the corpus. Their ``df`` is counted over the candidates; a common term that did not
+    generate candidates still scores, with ``df`` estimated as share × N. Without statistics (a table
+    never analysed) every term generates candidates and every ``df`` is counted. At most
+    ``BM25_CANDIDATES`` candidates (best ``ts_rank`` first) are scored, bounding the cost.
     """
     if scope.matches_nothing:
         return LexicalResult([], {}, "empty_viewer")
@@ -252,27 +304,38 @@ async def lexical_arm(conn: asyncpg.Connection, scope: SearchScope, query: str, 
     if not terms:
         return LexicalResult([], {}, "no_terms")
     w = scope_where(scope)
+    visible = await conn.fetchval(
+        f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {w.arg(VISIBLE_CAP)}) v", *w.params
+    )
+    visible = int(visible or 0)
+    generating = rare_first(terms, stats, visible, BM25_CANDIDATES)
+    estimated = [t for t in terms if t not in generating]
+    w = scope_where(scope)
     terms_arg = w.arg(terms, "::text[]")
-    anyq = w.arg(" | ".join("'" + t.replace("'", "''") + "'" for t in terms))
+    gen_arg = w.arg(generating, "::text[]")
+    anyq = w.arg(" | ".join("'" + t.replace("'", "''") + "'" for t in generating))
+    est_terms = w.arg(estimated, "::text[]")
+    est_df = w.arg([stats.share(t) * visible if stats else 0.0 for t in estimated], "::float8[]")
     cap = w.arg(BM25_CANDIDATES)
-    visible_cap = w.arg(VISIBLE_CAP)
+    n = w.arg(max(visible, 1))
     lim = w.arg(k)
     k1, b = BM25_K1, BM25_B
     rows = await conn.fetch(
         f"WITH q AS (SELECT to_tsquery('simple', {anyq}) AS q),"
         f" cand AS MATERIALIZED (SELECT id, tsv, length(tsv) AS dl FROM chunks, q WHERE tsv @@ q.q AND {w.sql()}"
         f"   ORDER BY ts_rank(tsv, q.q) DESC, id LIMIT {cap}),"
-        f" n AS (SELECT count(*) AS n FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {visible_cap}) v),"
         f" tf AS (SELECT c.id, c.dl, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf"
         f"   FROM cand c, unnest(c.tsv) u WHERE u.lexeme = ANY({terms_arg})),"
-        f" df AS (SELECT lexeme, count(*) AS df FROM tf GROUP BY lexeme),"
+        f" df AS (SELECT lexeme, count(*)::float8 AS df FROM tf WHERE lexeme = ANY({gen_arg}) GROUP BY lexeme"
+        f"   UNION ALL SELECT e.lexeme, e.df FROM unnest({est_terms}, {est_df}) AS e(lexeme, df)),"
         f" avgdl AS (SELECT greatest(avg(dl), 1) AS avgdl FROM cand)"
-        f" SELECT tf.id, sum(ln(1 + (greatest(n.n, df.df) - df.df + 0.5) / (df.df + 0.5))"
+        f" SELECT tf.id, sum(ln(1 + (greatest({n}, df.df) - df.df + 0.5) / (df.df + 0.5))"
         f"   * tf.tf * {k1 + 1} / (tf.tf + {k1} * (1 - {b} + {b} * tf.dl / avgdl.avgdl))) AS score"
-        f" FROM tf JOIN df USING (lexeme), n, avgdl GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
+        f" FROM tf JOIN df USING (lexeme), avgdl GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
         *w.params,
     )
-    return LexicalResult([str(r["id"]) for r in rows], {str(r["id"]): float(r["score"]) for r in rows}, "bm25")
+    note = "bm25" if not estimated else f"bm25 (candidates from {len(generating)} of {len(terms)} terms)"
+    return LexicalResult([str(r["id"]) for r in rows], {str(r["id"]): float(r["score"]) for r in rows}, note)
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ from services.errors import InvalidPayloadError, OrgMemoryError
 
 log = logging.getLogger("orgmem.retriever")
 T = TypeVar("T")
+LEXEME_STATS_TTL_S = 300.0
 
 
 def query_hash(query: str) -> str:
@@ -97,12 +98,20 @@ class RetrieverService:
         self.ef_search = ef_search
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
+        self._lexemes: tuple[float, sql.LexemeStats | None] | None = None
 
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
             async with self.pool.acquire() as conn:
                 self._pgvector = await sql.pgvector_version(conn)
         return self._pgvector
+
+    async def lexeme_stats(self, conn: asyncpg.Connection) -> sql.LexemeStats | None:
+        """The planner's lexeme statistics, re-read at most every ``LEXEME_STATS_TTL_S`` seconds."""
+        now = time.monotonic()
+        if self._lexemes is None or now - self._lexemes[0] > LEXEME_STATS_TTL_S:
+            self._lexemes = (now, await sql.lexeme_stats(conn))
+        return self._lexemes[1]
 
     def viewer_principals(self, viewer: Viewer) -> tuple[str, ...]:
         return tuple(sorted(self.hierarchy.expand(viewer.principals)))
@@ -150,7 +159,7 @@ class RetrieverService:
 
     async def _lexical(self, scope: sql.SearchScope, query: str, k: int) -> sql.LexicalResult:
         async with self.pool.acquire() as conn:
-            return await sql.lexical_arm(conn, scope, query, k)
+            return await sql.lexical_arm(conn, scope, query, k, await self.lexeme_stats(conn))
 
     async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
