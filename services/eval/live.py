@@ -18,17 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
 from services.db.migrate import migrate
-from services.db.pool import quote_ident
 from services.eval.datasets import any_visible, event_visibility, iter_envelopes, iter_queries
 from services.eval.gold import GoldQuery, Prediction, write_predictions
 from services.eval.metrics import Report, compare_table, score
 from services.kafka.lag import group_lag
-from services.kafka.topics import ensure_topics, topic_specs
+from services.kafka.topics import ensure_topics
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
@@ -228,18 +225,11 @@ async def _query_all(
 
 
 async def _cleanup(settings: Settings) -> None:
-    import asyncpg
+    from services.ops.teardown import drop_namespace
 
-    conn = await asyncpg.connect(settings.database_url)
-    try:
-        await conn.execute(f"DROP SCHEMA IF EXISTS {quote_ident(settings.db_schema)} CASCADE")
-    finally:
-        await conn.close()
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
-    await admin.start()
-    try:
-        await admin.delete_topics([settings.topic(s.logical) for s in topic_specs(settings)])
-    except Exception:  # leftover eval topics are harmless; never fail a finished run on cleanup
-        pass
-    finally:
-        await admin.close()
+    await drop_namespace(
+        settings.database_url,
+        settings.kafka_bootstrap_servers,
+        schema=settings.db_schema,
+        namespace=settings.topic_namespace,
+    )

@@ -84,6 +84,22 @@ class S3ObjectStore:
         except (S3Error, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
             raise ObjectStoreError("S3 unreachable or refused", error=_describe(exc)) from exc
 
+    async def drop_bucket(self) -> None:
+        """Delete every object and then the bucket itself (teardown of a throwaway namespace)."""
+
+        def drop() -> None:
+            if not self._client.bucket_exists(self.bucket):
+                return
+            for obj in self._client.list_objects(self.bucket, recursive=True):
+                if obj.object_name is not None:
+                    self._client.remove_object(self.bucket, obj.object_name)
+            self._client.remove_bucket(self.bucket)
+
+        try:
+            await asyncio.to_thread(drop)
+        except (S3Error, OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ObjectStoreError("S3 bucket drop failed", bucket=self.bucket, error=_describe(exc)) from exc
+
     async def close(self) -> None:
         return None
 

@@ -7,7 +7,8 @@ Where the services come from, in order:
 (testcontainers needs a Docker engine; none runs on our machines, so it is not the default path.)
 
 Every test gets its own topic namespace, consumer-group prefix, Postgres schema and S3 bucket, so
-tests never see each other's data.
+tests never see each other's data; all four are removed again after the test (``ORGMEM_TEST_KEEP=1``
+keeps them for debugging), so repeated ``make test`` runs do not grow the local stack.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +76,41 @@ def make_settings(stack_env: dict[str, str], **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-def settings_factory(stack_env: dict[str, str]) -> Iterator[Any]:
-    """Build isolated, migrated settings: ``await settings_factory(**overrides)``."""
+async def settings_factory(stack_env: dict[str, str]) -> AsyncIterator[Any]:
+    """Build isolated, migrated settings: ``await settings_factory(**overrides)``; dropped afterwards."""
     made: list[Settings] = []
 
     async def factory(**overrides: Any) -> Settings:
         s = make_settings(stack_env, **overrides)
-        await migrate(s.database_url, s.db_schema)
         made.append(s)
+        await migrate(s.database_url, s.db_schema)
         return s
 
     yield factory
+    if os.environ.get("ORGMEM_TEST_KEEP") == "1":
+        return
+    for s in made:
+        await _teardown(stack_env, s)
+
+
+async def _teardown(stack_env: dict[str, str], s: Settings) -> None:
+    """Drop the test's schema, topics and bucket through the stack's own endpoints (a test may have
+    pointed its settings at a dead endpoint on purpose)."""
+    from services.objectstore.s3 import S3ObjectStore
+    from services.ops.teardown import drop_namespace
+
+    await drop_namespace(
+        stack_env["DATABASE_URL"], stack_env["KAFKA_BOOTSTRAP_SERVERS"], schema=s.db_schema, namespace=s.topic_namespace
+    )
+    store = S3ObjectStore(
+        endpoint=stack_env["S3_ENDPOINT"],
+        access_key=stack_env["S3_ACCESS_KEY"],
+        secret_key=stack_env["S3_SECRET_KEY"],
+        bucket=s.s3_bucket,
+        secure=stack_env.get("S3_SECURE", "false") == "true",
+        region=s.s3_region,
+    )
+    await store.drop_bucket()
 
 
 @pytest.fixture
