@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from embedder.port import EmbedUsage, UsageMeter
+from embedder.port import MeteredEmbedder, UsageMeter
 
 F32 = npt.NDArray[np.float32]
 
@@ -72,7 +72,7 @@ def default_model_dir() -> Path:
     return models_root() / MODEL_DIR_NAME
 
 
-class BGESmallEmbedder:
+class BGESmallEmbedder(MeteredEmbedder):
     """``Embedder`` for bge-small-en-v1.5 int8 ONNX (dim 384). Model id ``local/bge-small-en-v1.5-q``.
 
     ``tokens`` in usage are the model tokens processed, [CLS]/[SEP] (and the query instruction)
@@ -128,24 +128,12 @@ class BGESmallEmbedder:
         return DIM
 
     @property
-    def max_batch(self) -> int:
-        return self._max_batch
-
-    @property
     def max_seq_length(self) -> int:
         return self._max_seq_length
 
     @property
     def model_dir(self) -> Path:
         return self._model_dir
-
-    @property
-    def last_usage(self) -> EmbedUsage:
-        return self._meter.last
-
-    @property
-    def total_usage(self) -> EmbedUsage:
-        return self._meter.total
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, with [CLS]/[SEP], truncated to ``max_seq_length``."""
@@ -191,6 +179,3 @@ class BGESmallEmbedder:
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         """Search queries: embedded with BGE's instruction prefix (:data:`QUERY_INSTRUCTION`)."""
         return await self._embed([QUERY_INSTRUCTION + text for text in texts])
-
-    async def aclose(self) -> None:
-        return None

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from hashlib import blake2b
 
-from embedder.port import EmbedUsage, UsageMeter
+from embedder.port import MeteredEmbedder, UsageMeter
 
 DEFAULT_DIM = 384
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -57,7 +57,7 @@ def hash_embed(text: str, dim: int = DEFAULT_DIM) -> list[float]:
     return [x / norm for x in vec]
 
 
-class HashingEmbedder:
+class HashingEmbedder(MeteredEmbedder):
     """``Embedder`` over :func:`hash_embed`. Model id ``hash/v1-<dim>``. Tokens = word count."""
 
     def __init__(self, dim: int = DEFAULT_DIM, max_batch: int = 256) -> None:
@@ -78,18 +78,6 @@ class HashingEmbedder:
     def dim(self) -> int:
         return self._dim
 
-    @property
-    def max_batch(self) -> int:
-        return self._max_batch
-
-    @property
-    def last_usage(self) -> EmbedUsage:
-        return self._meter.last
-
-    @property
-    def total_usage(self) -> EmbedUsage:
-        return self._meter.total
-
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         # Cheap enough (tens of microseconds per text) to run on the event loop.
         vectors = [hash_embed(text, self._dim) for text in texts]
@@ -97,10 +85,3 @@ class HashingEmbedder:
         calls = -(-len(texts) // self._max_batch)
         self._meter.record(calls, tokens)
         return vectors
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        """Queries are embedded exactly like passages (no query instruction)."""
-        return await self.embed(texts)
-
-    async def aclose(self) -> None:
-        return None

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from embedder.port import EmbedUsage, UsageMeter
+from embedder.port import MeteredEmbedder, UsageMeter
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -239,7 +239,7 @@ def bert_forward(weights: BertWeights, ids: I64, mask: F32) -> F32:
     return np.asarray(pooled / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(MeteredEmbedder):
     """``Embedder`` for all-MiniLM-L6-v2 (dim 384). Model id ``local/all-MiniLM-L6-v2``.
 
     ``tokens`` in usage are the model tokens processed, [CLS]/[SEP] included, after truncation.
@@ -270,18 +270,6 @@ class MiniLMEmbedder:
     @property
     def dim(self) -> int:
         return int(self._weights.word.shape[1])
-
-    @property
-    def max_batch(self) -> int:
-        return self._max_batch
-
-    @property
-    def last_usage(self) -> EmbedUsage:
-        return self._meter.last
-
-    @property
-    def total_usage(self) -> EmbedUsage:
-        return self._meter.total
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, with [CLS]/[SEP], truncated to ``max_seq_length``."""
@@ -314,10 +302,3 @@ class MiniLMEmbedder:
         self._meter.record(batches, tokens)
         result: list[list[float]] = vectors.tolist()
         return result
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        """Queries are embedded exactly like passages (no query instruction)."""
-        return await self.embed(texts)
-
-    async def aclose(self) -> None:
-        return None

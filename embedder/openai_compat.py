@@ -27,14 +27,14 @@ import httpx
 import openai
 from pydantic import SecretStr
 
-from embedder.port import EmbedUsage, UsageMeter
+from embedder.port import MeteredEmbedder, UsageMeter
 from services.errors import VendorError, VendorRejectedError
 
 _TRANSIENT_STATUS = frozenset({408, 429})
 _NO_KEY = "EMPTY"  # self-hosted servers ignore the key; never fall back to OPENAI_API_KEY
 
 
-class OpenAICompatEmbedder:
+class OpenAICompatEmbedder(MeteredEmbedder):
     """``Embedder`` over an OpenAI-compatible ``/embeddings`` endpoint.
 
     ``model`` id is ``openai/<model>`` (``openai/<model>@<dimensions>`` when a reduced
@@ -86,18 +86,6 @@ class OpenAICompatEmbedder:
     def dim(self) -> int:
         return self._dim
 
-    @property
-    def max_batch(self) -> int:
-        return self._max_batch
-
-    @property
-    def last_usage(self) -> EmbedUsage:
-        return self._meter.last
-
-    @property
-    def total_usage(self) -> EmbedUsage:
-        return self._meter.total
-
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         calls = tokens = 0
@@ -109,10 +97,6 @@ class OpenAICompatEmbedder:
             tokens += batch_tokens
         self._meter.record(calls, tokens)
         return vectors
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        """Queries are embedded exactly like passages (no query instruction)."""
-        return await self.embed(texts)
 
     async def aclose(self) -> None:
         await self._client.close()

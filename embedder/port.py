@@ -108,3 +108,37 @@ class UsageMeter:
     def record(self, calls: int, tokens: int) -> None:
         self.last = EmbedUsage(self.total.model, calls, tokens)
         self.total = self.total + self.last
+
+
+class MeteredEmbedder:
+    """What every provider shares: ``max_batch``, the spend meter behind ``last_usage`` /
+    ``total_usage``, queries embedded exactly like passages, and a no-op ``aclose``.
+
+    Subclasses set ``self._max_batch`` and ``self._meter`` in ``__init__`` and implement ``embed``;
+    a model with a query instruction overrides ``embed_queries``, one holding clients ``aclose``.
+    """
+
+    _max_batch: int
+    _meter: UsageMeter
+
+    @property
+    def max_batch(self) -> int:
+        return self._max_batch
+
+    @property
+    def last_usage(self) -> EmbedUsage:
+        return self._meter.last
+
+    @property
+    def total_usage(self) -> EmbedUsage:
+        return self._meter.total
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Queries are embedded exactly like passages (no query instruction)."""
+        return await self.embed(texts)
+
+    async def aclose(self) -> None:
+        return None

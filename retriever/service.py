@@ -228,7 +228,7 @@ class RetrieverService:
             arm_diag["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
         if "semantic" in names:
             # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
-            pool = list(dict.fromkeys([*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]))
+            pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]  # score_by_vector de-duplicates
             semantic = await self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
             if semantic:
                 added = len(set(semantic) - set(arm_ids.get("dense", [])))

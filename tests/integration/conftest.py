@@ -96,20 +96,15 @@ async def settings_factory(stack_env: dict[str, str]) -> AsyncIterator[Any]:
 async def _teardown(stack_env: dict[str, str], s: Settings) -> None:
     """Drop the test's schema, topics and bucket through the stack's own endpoints (a test may have
     pointed its settings at a dead endpoint on purpose)."""
+    from services.objectstore.factory import build_object_store
     from services.objectstore.s3 import S3ObjectStore
     from services.ops.teardown import drop_namespace
 
     await drop_namespace(
         stack_env["DATABASE_URL"], stack_env["KAFKA_BOOTSTRAP_SERVERS"], schema=s.db_schema, namespace=s.topic_namespace
     )
-    store = S3ObjectStore(
-        endpoint=stack_env["S3_ENDPOINT"],
-        access_key=stack_env["S3_ACCESS_KEY"],
-        secret_key=stack_env["S3_SECRET_KEY"],
-        bucket=s.s3_bucket,
-        secure=stack_env.get("S3_SECURE", "false") == "true",
-        region=s.s3_region,
-    )
+    store = build_object_store(make_settings(stack_env, s3_bucket=s.s3_bucket))
+    assert isinstance(store, S3ObjectStore)
     await store.drop_bucket()
 
 

@@ -50,14 +50,8 @@ async def test_drop_namespace_removes_only_its_own(stack_env: dict[str, str]) ->
     topics = await _topics(mine.kafka_bootstrap_servers)
     assert not [t for t in topics if t.startswith(f"{mine.topic_namespace}.")]
     assert [t for t in topics if t.startswith(f"{other.topic_namespace}.")]
-    gone = S3ObjectStore(
-        endpoint=stack_env["S3_ENDPOINT"],
-        access_key=stack_env["S3_ACCESS_KEY"],
-        secret_key=stack_env["S3_SECRET_KEY"],
-        bucket=mine.s3_bucket,
-        secure=False,
-        region=mine.s3_region,
-    )
+    gone = build_object_store(mine)
+    assert isinstance(gone, S3ObjectStore)
     with pytest.raises(ObjectStoreError):  # the bucket is gone
         await gone.get("batch/0001.jsonl")
     assert not gone._client.bucket_exists(mine.s3_bucket)
