@@ -44,7 +44,7 @@ from retriever.graph_channel import (
     resolve_seeds,
 )
 from retriever.ranking import Hit, RankedHit, fuse_and_rank
-from retriever.scope import OrgHierarchy
+from services.hierarchy import OrgHierarchy
 from retriever.vendors import Reranker, Synthesizer
 from schemas.tools import (
     Passage,

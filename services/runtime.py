@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 from faststream.kafka import KafkaBroker
 
-from retriever.scope import OrgHierarchy
+from services.hierarchy import OrgHierarchy
 from services.db.migrate import check_schema
 from services.db.pool import create_pool
 from services.embedding_config import EmbeddingConfig, embedding_config
