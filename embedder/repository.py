@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from services.db.vectors import sql_literal, vector_expr
+
 STAGE = "embed"
 _LOCK_ID = 727_002
 
@@ -22,18 +24,9 @@ class PendingChunk:
     content_hash: str
 
 
-def sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def hnsw_index_name(model: str, dim: int) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower())[:30]
     return f"chunks_hnsw_{slug}_{dim}_{hashlib.blake2b(model.encode(), digest_size=3).hexdigest()}"
-
-
-def vector_expr(dim: int) -> str:
-    """The expression the HNSW index is built on; queries must use exactly this to hit the index."""
-    return f"(embedding::vector({int(dim)}))"
 
 
 async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> str:

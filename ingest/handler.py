@@ -28,6 +28,7 @@ from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from services.embedding_input import embedding_input
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
@@ -53,11 +54,6 @@ def parse_envelope(record: Record) -> ChangeEnvelope:
             "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
         )
     return env
-
-
-def embedding_input(title: str | None, text: str) -> str:
-    """The text a child chunk is embedded and hashed as (title gives short chunks their context)."""
-    return f"{title}\n\n{text}" if title else text
 
 
 @dataclass(frozen=True, slots=True)

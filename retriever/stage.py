@@ -33,13 +33,13 @@ from retriever.rpc import (
 from retriever.service import RetrieverService
 from retriever.wiring import get_service
 from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
-from services.api.auth import Viewer
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record, from_consumer_records
 from services.kafka.topics import dlq_topic
 from services.runtime import Runtime
+from services.viewer import Viewer
 
 log = logging.getLogger("orgmem.retriever.rpc")
 STAGE = "retrieve"
@@ -108,11 +108,7 @@ class RpcHandler:
             rpc = RpcRequest.model_validate_json(body)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc))
-        viewer = Viewer(
-            rpc.viewer.principal_id.lower() if rpc.viewer.principal_id else None,
-            tuple(sorted({g.lower() for g in rpc.viewer.groups})),
-            frozenset(),
-        )
+        viewer = Viewer.of(rpc.viewer.principal_id, rpc.viewer.groups)
         try:
             result: BaseModel
             if rpc.tool == "retrieve_context":

@@ -10,11 +10,11 @@ from typing import Any
 import asyncpg
 from faststream.kafka import KafkaBroker
 
-from services.hierarchy import OrgHierarchy
 from services.db.migrate import check_schema
 from services.db.pool import create_pool
 from services.embedding_config import EmbeddingConfig, embedding_config
 from services.errors import ConfigurationError
+from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher, build_broker
 from services.objectstore import ObjectStore, build_object_store
 from services.settings import Settings

@@ -23,9 +23,10 @@ from schemas.graph import (
     SubjectRef,
     TimeGrain,
 )
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
+from services.viewer import Principals, Viewer
 
 C = TypeVar("C")
 router = APIRouter(tags=["graph"])
@@ -39,12 +40,12 @@ def _runtime(request: Request) -> Runtime:
     return rt
 
 
-def _principals(request: Request, viewer: Viewer) -> list[str]:
-    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
+def _principals(request: Request, viewer: Viewer) -> Principals:
+    return viewer.expand(_runtime(request).hierarchy)
 
 
 async def _subjects(
-    request: Request, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
+    request: Request, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from schemas.tools import RetrieveContextRequest
-from services.api.auth import Viewer
 from services.db.migrate import migrate
 from services.eval.datasets import any_visible, event_visibility, iter_envelopes, iter_queries
 from services.eval.gold import GoldQuery, Prediction, write_predictions
@@ -29,6 +28,7 @@ from services.kafka.topics import ensure_topics
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
+from services.viewer import Viewer
 
 ARMS = ("lexical", "dense", "hybrid", "full")
 Progress = Callable[[str, int, int], None]
@@ -83,7 +83,7 @@ async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: 
         mode=q.mode or "vector_first",
         about=names[0] if names else None,
     )
-    viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups), roles=frozenset())
+    viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups))
     resp = await service.retrieve_context(req, viewer)
     ids = list(dict.fromkeys(p.external_id for p in resp.passages))
     scores: dict[str, float] = {}

@@ -8,7 +8,6 @@ with the same exponential decay as the collaboration stage, so a private thread 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,12 +17,13 @@ from schemas.graph import Collaborator, EntityBrief, EntityCard, PersonCard
 from services.collaboration.weights import HALF_LIFE_DAYS
 from services.graph.reads import current_ids, query_facts
 from services.graph.temporal import Params, entity_acl_sql
+from services.viewer import Principals
 
 FACT_LIMIT = 100
 
 
 async def _visible_entity(
-    conn: asyncpg.Connection, workspace: str, viewer: Sequence[str], entity_id: uuid.UUID
+    conn: asyncpg.Connection, workspace: str, viewer: Principals, entity_id: uuid.UUID
 ) -> asyncpg.Record | None:
     if not viewer:
         return None
@@ -42,7 +42,7 @@ async def entity_card(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     entity_id: uuid.UUID,
     as_of: datetime | None = None,
     believed_as_of: datetime | None = None,
@@ -73,7 +73,7 @@ async def entity_card(
 
 
 async def collaborators(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], person: uuid.UUID, limit: int = 10
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, person: uuid.UUID, limit: int = 10
 ) -> list[Collaborator]:
     """Top collaborators by decayed weight over contributions of documents visible to the viewer."""
     if not viewer:
@@ -109,7 +109,7 @@ async def person_card(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     person_id: uuid.UUID,
     as_of: datetime | None = None,
     believed_as_of: datetime | None = None,

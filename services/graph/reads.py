@@ -14,8 +14,9 @@ from typing import Any
 import asyncpg
 
 from schemas.graph import EntityBrief, EntityMatch, Fact, FactChange, FactDiff, FactEvidence, Path, PathStep
-from services.conflicts.resolution import normalize_name
 from services.graph.temporal import Params, entity_acl_sql, fact_acl_sql, temporal_sql
+from services.names import normalize_name
+from services.viewer import Principals
 
 DEFAULT_EXCLUDED = ("mentioned",)
 """Predicates path walks skip unless asked for: low-confidence catch-all links would flood the budget."""
@@ -63,7 +64,7 @@ async def resolve_entities(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     name: str,
     types: Sequence[str] | None = None,
     limit: int = 5,
@@ -96,7 +97,7 @@ async def query_facts(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     subjects: Sequence[tuple[str, uuid.UUID]],
     as_of: datetime | None = None,
     believed_as_of: datetime | None = None,
@@ -125,7 +126,7 @@ async def diff_facts(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     subjects: Sequence[tuple[str, uuid.UUID]],
     from_time: datetime,
     to_time: datetime,
@@ -189,7 +190,7 @@ async def query_paths(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     seeds: Sequence[tuple[str, uuid.UUID]],
     max_depth: int = 2,
     max_fanout: int = 20,
@@ -258,7 +259,7 @@ async def relational_evidence(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     predicate: str,
     seed: str,
     direction: str,
