@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from embedder.port import Embedder
 from retriever import search as sql
 from retriever.compose import (
     ARM_PRESETS,
@@ -44,7 +43,6 @@ from retriever.graph_channel import (
     resolve_seeds,
 )
 from retriever.ranking import Hit, RankedHit, fuse_and_rank
-from retriever.vendors import Reranker, Synthesizer
 from schemas.tools import (
     Passage,
     PassageFilters,
@@ -56,6 +54,7 @@ from schemas.tools import (
 from services.embedding_config import EmbeddingConfig
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.hierarchy import OrgHierarchy
+from services.ports import Embedder, Reranker, Synthesizer
 from services.viewer import Principals, Viewer
 
 log = logging.getLogger("orgmem.retriever")

@@ -23,11 +23,11 @@ from services.db.migrate import migrate
 from services.eval.datasets import any_visible, event_visibility, iter_envelopes, iter_queries
 from services.eval.gold import GoldQuery, Prediction, write_predictions
 from services.eval.metrics import Report, compare_table, score
-from services.kafka.lag import group_lag
 from services.kafka.topics import ensure_topics
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
+from services.stages import stage_lag
 from services.viewer import Viewer
 
 ARMS = ("lexical", "dense", "hybrid", "full")
@@ -67,8 +67,8 @@ def eval_settings(base: Settings, *, tag: str, embedder: str, dataset: Path) -> 
 
 
 async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
-    ingest = await group_lag(settings, "ingest")
-    embed = await group_lag(settings, "embed")
+    ingest = await stage_lag(settings, "ingest")
+    embed = await stage_lag(settings, "embed")
     return ingest.lag == 0 and embed.lag == 0 and ingest.committed >= produced, ingest.committed
 
 

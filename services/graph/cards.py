@@ -2,7 +2,7 @@
 
 A card exists for a viewer only when the entity itself is visible (``temporal.entity_acl_sql``).
 Collaborators are aggregated from the collaboration contributions of documents the viewer can see,
-with the same exponential decay as the collaboration stage, so a private thread never shows up.
+with the same exponential decay as the collaboration stage (``services.decay``), so a private thread never shows up.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from schemas.graph import Collaborator, EntityBrief, EntityCard, PersonCard
-from services.collaboration.weights import HALF_LIFE_DAYS
+from services.decay import HALF_LIFE_DAYS, decay_sql
 from services.graph.reads import current_ids, query_facts
 from services.graph.temporal import Params, entity_acl_sql
 from services.viewer import Principals
@@ -85,7 +85,7 @@ async def collaborators(
         " 'person'"
         " AND d.deleted_at IS NULL AND d.principals && $3::text[])"
         " SELECT c.other, e.name, count(*) AS n, max(c.event_time) AS last_seen,"
-        " sum(c.weight * power(0.5, extract(epoch FROM now() - c.event_time) / 86400.0 / $4)) AS w"
+        f" sum({decay_sql('c.weight', 'now()', 'c.event_time', '$4')}) AS w"
         " FROM c JOIN entities e ON e.id = c.other GROUP BY c.other, e.name ORDER BY w DESC, c.other LIMIT"
         " $5",
         workspace,

@@ -113,7 +113,7 @@ async def test_retriever_restart_requesters_time_out_then_retry_succeeds(
                 {"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups, timeout=15
             )
             assert again.passages[0].external_id == "team-1"
-            handler = retriever.extras["retrieve_handler"]
+            handler = retriever.handlers["retrieve"]
             await eventually(lambda: asyncio.sleep(0, handler.expired >= 5), timeout=20)
         finally:
             await stop_runtime(retriever)
