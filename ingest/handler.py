@@ -12,7 +12,6 @@ Order (DESIGN.md "Delivery" and "Write-path rules"):
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -307,7 +306,3 @@ class IngestHandler:
                 await self.store.delete(key)
             except ObjectStoreError as exc:  # best effort: an orphan blob is harmless, a lost row is not
                 log.warning("could not delete orphan blob %s after rollback: %s", key, exc)
-
-
-def envelope_summary(env: ChangeEnvelope) -> str:
-    return json.dumps({"envelope_id": str(env.envelope_id), "key": env.key, "op": env.op.value})

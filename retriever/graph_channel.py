@@ -74,18 +74,11 @@ async def resolve_seeds(
     about: str | None,
     ctx: GraphContext,
 ) -> None:
-    """Explicit subjects plus entities named by ``about`` (resolved under the viewer's ACL)."""
+    """Explicit subjects plus entities named by ``about`` (``reads.resolve_about``, under the viewer's ACL)."""
     ctx.seeds = list(dict.fromkeys(subjects))
     if about:
         matches = await graph_read(
-            reads.resolve_entities(
-                conn,
-                workspace=workspace,
-                viewer=viewer,
-                name=about,
-                types=None,
-                limit=5,
-            ),
+            reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about),
             ctx.notes,
             "about",
         )

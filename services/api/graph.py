@@ -31,7 +31,6 @@ from services.viewer import Principals, Viewer
 C = TypeVar("C")
 router = APIRouter(tags=["graph"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-ABOUT_MATCHES = 3
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
 
@@ -50,11 +49,8 @@ async def _subjects(
     seeds = [(s.type, s.id) for s in subjects]
     if about:
         async with _runtime(request).pool.acquire() as conn:
-            found = await reads.resolve_entities(
-                conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_MATCHES
-            )
-        exact = [m for m in found if m.score >= 0.95] or found[:1]
-        seeds += [(m.type, m.id) for m in exact if (m.type, m.id) not in seeds]
+            found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
+        seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
     return seeds
 
 

@@ -93,6 +93,19 @@ async def resolve_entities(
     return [EntityMatch(type=r["type"], id=r["id"], name=r["name"], score=float(r["score"])) for r in rows]
 
 
+ABOUT_CANDIDATES = 5
+ABOUT_EXACT_SCORE = 0.95
+
+
+async def resolve_about(
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, about: str
+) -> list[EntityMatch]:
+    """The one rule turning an ``about`` name into graph seeds (HTTP graph tools and ``retrieve_context``):
+    every visible exact-name or alias match (score >= 0.95), else the single best prefix match."""
+    found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_CANDIDATES)
+    return [m for m in found if m.score >= ABOUT_EXACT_SCORE] or found[:1]
+
+
 async def query_facts(
     conn: asyncpg.Connection,
     *,
