@@ -8,8 +8,9 @@ is set.
 
 from __future__ import annotations
 
-from extractor.handler import ExtractHandler, LinkSource
+from extractor.handler import ExtractHandler
 from extractor.llm import LlmExtractor
+from extractor.port import LinkSource
 from schemas.graph import GraphEvent
 from services.errors import ConfigurationError
 from services.kafka.app import document_publisher
