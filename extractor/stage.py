@@ -8,6 +8,8 @@ is set.
 
 from __future__ import annotations
 
+from faststream.kafka import KafkaBroker
+
 from extractor.handler import ExtractHandler
 from extractor.llm import LlmExtractor
 from extractor.port import LinkSource
@@ -17,6 +19,7 @@ from services.kafka.app import document_publisher
 from services.kafka.delivery import DeadLetters
 from services.ports import LlmExtraction
 from services.runtime import Runtime
+from services.settings import Settings
 
 
 def link_source(llm: LlmExtraction | None) -> LinkSource | None:
@@ -39,5 +42,5 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> ExtractHandler:
     )
 
 
-def declare_publishers(rt: Runtime) -> None:
-    document_publisher(rt.broker, rt.settings.topic("graph"), GraphEvent, "extractor -> conflicts")
+def declare_publishers(broker: KafkaBroker, s: Settings) -> None:
+    document_publisher(broker, s.topic("graph"), GraphEvent, "extractor -> conflicts")

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from faststream.kafka import KafkaBroker
+
 from ingest.handler import IngestHandler
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from services.kafka.app import document_publisher
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
+from services.settings import Settings
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
@@ -24,8 +27,7 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
     )
 
 
-def declare_publishers(rt: Runtime) -> None:
-    s = rt.settings
-    document_publisher(rt.broker, s.topic("envelopes"), ChangeEnvelope, "connectors and HTTP ingress produce here")
-    document_publisher(rt.broker, s.topic("documents"), DocumentEvent, "ingest -> extractor, collaboration")
-    document_publisher(rt.broker, s.topic("chunks"), ChunksToEmbed, "ingest -> embedder")
+def declare_publishers(broker: KafkaBroker, s: Settings) -> None:
+    document_publisher(broker, s.topic("envelopes"), ChangeEnvelope, "connectors and HTTP ingress produce here")
+    document_publisher(broker, s.topic("documents"), DocumentEvent, "ingest -> extractor, collaboration")
+    document_publisher(broker, s.topic("chunks"), ChunksToEmbed, "ingest -> embedder")

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from faststream.kafka import KafkaBroker
+
 from services.kafka.app import subscribe_batch
 from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
@@ -62,7 +64,7 @@ def register_batch_stage(
 HandlerFactory = Callable[[Runtime, DeadLetters], BatchHandler]
 
 
-def _declares_nothing(rt: Runtime) -> None:
+def _declares_nothing(broker: KafkaBroker, settings: Settings) -> None:
     return None
 
 
@@ -81,7 +83,7 @@ class Stage:
     description: str
     build_handler: HandlerFactory
     max_records: Callable[[Settings], int]
-    declare_publishers: Callable[[Runtime], None] = _declares_nothing
+    declare_publishers: Callable[[KafkaBroker, Settings], None] = _declares_nothing
     subscribe: Callable[[Runtime, Stage], BatchHandler] | None = None
     writes_projection: bool = True
 
@@ -108,7 +110,7 @@ class Stage:
                 max_records=self.max_records(rt.settings),
                 description=self.description,
             )
-        self.declare_publishers(rt)
+        self.declare_publishers(rt.broker, rt.settings)
         rt.handlers[self.name] = handler
         rt.stages.append(self.name)
         return handler

@@ -11,12 +11,16 @@ orphan live consumer groups and dead-letter topics.
 
 from __future__ import annotations
 
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+
 import embedder.stage
 import extractor.stage
 import ingest.stage
 import retriever.stage
 import services.collaboration.stage
 import services.conflicts.stage
+from services.kafka.app import build_broker
 from services.kafka.lag import Lag, group_lag
 from services.runtime import Runtime
 from services.settings import Settings
@@ -94,6 +98,28 @@ def replayable_stages() -> list[str]:
 def projection_stages() -> list[str]:
     """The stages that write the projection (what ``rebuild`` runs on a new generation), in pipeline order."""
     return [s.name for s in CATALOGUE if s.writes_projection]
+
+
+async def _declared(body: bytes) -> None:
+    """Never called: the specification broker is never connected."""
+
+
+def specification_broker(settings: Settings) -> KafkaBroker:
+    """A broker that declares every stage's subscriber and publishers (never connected, no handler built):
+    the AsyncAPI document of the whole deployment, whichever stages this process runs."""
+    broker = build_broker(settings)
+    for entry in CATALOGUE:
+        topic = entry.input_topic(settings)
+        broker.subscriber(
+            topic,
+            group_id=entry.group(settings),
+            batch=True,
+            ack_policy=AckPolicy.NACK_ON_ERROR,
+            title=f"{entry.name}:{topic}",
+            description=entry.description,
+        )(_declared)
+        entry.declare_publishers(broker, settings)
+    return broker
 
 
 async def stage_lag(settings: Settings, name: str) -> Lag:
