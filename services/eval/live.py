@@ -28,7 +28,6 @@ from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
 from services.stages import stage_lag
-from services.viewer import Viewer
 
 ARMS = ("lexical", "dense", "hybrid", "full")
 Progress = Callable[[str, int, int], None]
@@ -83,8 +82,7 @@ async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: 
         mode=q.mode or "vector_first",
         about=names[0] if names else None,
     )
-    viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups))
-    resp = await service.retrieve_context(req, viewer)
+    resp = await service.retrieve_context(req, q.viewer.viewer())
     ids = list(dict.fromkeys(p.external_id for p in resp.passages))
     scores: dict[str, float] = {}
     for p in resp.passages:
