@@ -46,3 +46,21 @@ def test_the_asyncapi_document_describes_every_stage_whatever_this_process_runs(
     channels = set(spec["channels"])
     assert {f"{s.name}:{s.input_topic(SETTINGS)}" for s in CATALOGUE} <= channels
     assert {f"om.{t}.v1:publish" for t in ("envelopes", "documents", "chunks", "graph")} <= channels
+
+
+def test_the_processed_event_keys_of_each_repository_are_the_catalogue_names() -> None:
+    """``processed_events.stage`` rows are keyed by these constants: they must stay the stage names."""
+    import embedder.repository
+    import extractor.repository
+    import ingest.repository
+    import services.collaboration.repository
+    import services.conflicts.repository
+
+    keys = {
+        ingest.repository.STAGE,
+        embedder.repository.STAGE,
+        extractor.repository.STAGE,
+        services.conflicts.repository.STAGE,
+        services.collaboration.repository.STAGE,
+    }
+    assert keys == set(projection_stages())
