@@ -30,6 +30,7 @@ def build_checked_embedder(settings: Settings, embedding: EmbeddingConfig) -> Em
 
 def build_clients(settings: Settings, embedding: EmbeddingConfig, registry: Registry) -> Clients:
     s = settings
+    embedder = build_checked_embedder(s, embedding)  # first: the only one that can refuse the settings
     reranker = None
     if s.rerank_url:
         key = s.rerank_api_key.get_secret_value() if s.rerank_api_key else None
@@ -40,7 +41,7 @@ def build_clients(settings: Settings, embedding: EmbeddingConfig, registry: Regi
         synthesizer = ChatSynthesizer(s.llm_base_url, api_key=key, model=s.llm_model)
     llm = LlmExtractor.from_settings(s, registry) if (s.llm_base_url or s.llm_api_key) else None
     return Clients(
-        embedder=build_checked_embedder(s, embedding),
+        embedder=embedder,
         reranker=reranker,
         synthesizer=synthesizer,
         llm_extractor=llm,
