@@ -132,14 +132,20 @@ async def build_runtime(settings: Settings, clients: ClientFactory = _no_clients
         await pool.close()
         raise
     try:
+        store = build_object_store(settings)
+    except BaseException:
+        await pool.close()
+        raise
+    try:
         built = clients(settings, embedding, registry)
     except BaseException:
+        await store.close()
         await pool.close()
         raise
     return Runtime(
         settings=settings,
         pool=pool,
-        store=build_object_store(settings),
+        store=store,
         broker=build_broker(settings),
         publisher=BrokerPublisher(settings),
         embedding=embedding,
