@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 from faststream.kafka import KafkaBroker
@@ -43,6 +43,8 @@ class Clients:
 
 
 ClientFactory = Callable[[Settings, EmbeddingConfig, Registry], Clients]
+ClientName = Literal["embedder", "reranker", "synthesizer", "llm_extractor"]
+"""A ``Clients`` field: what a stage (``services.stagekit.Stage.clients``) or the HTTP API needs built."""
 
 
 @dataclass(eq=False)
@@ -64,7 +66,10 @@ class Runtime:
     def embedder(self) -> Embedder:
         """The process's embedding provider (shared by the embed stage and the retriever)."""
         if self.clients.embedder is None:
-            raise ConfigurationError("no embedding provider was built for this runtime", setting="EMBEDDING_PROVIDER")
+            raise ConfigurationError(
+                "no embedding provider was built for this runtime (none of its stages needs one)",
+                setting="EMBEDDING_PROVIDER",
+            )
         return self.clients.embedder
 
     async def start(self) -> None:
