@@ -259,7 +259,16 @@ class RetrieverService:
             )
             for cid, r in rows.items()
         }
-        result = fuse_and_rank(arm_ids, hits, query, now, config, arm_scores=arm_scores)
+        result = fuse_and_rank(
+            arm_ids,
+            hits,
+            query,
+            now,
+            config,
+            arm_scores=arm_scores,
+            boost_range=axes.boost_range,
+            keep_at_least=limit,
+        )
         ranked = list(result.hits)
         scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         diag: dict[str, Any] = {
