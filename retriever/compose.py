@@ -79,8 +79,11 @@ def resolve_time(
 
     - An ambiguous plan (missing year, several unrelated dates, reversed range) sets nothing.
     - A point plan (``as of A``) sets ``as_of``.
-    - An explicit window (``between A and B``, ``since|after A``, ``before|until A``) bounds passage
-      ``event_time`` where the host left the date filters empty, and asks for fact diffs over it.
+    - An explicit window ``between A and B`` or ``since|after A`` bounds passage ``event_time`` where the
+      host left the date filters empty, and asks for fact diffs over it.
+    - ``before|until A`` closes the window at A (reported in the plan) but filters nothing: the answer to
+      "what was X called before October 2024?" is the note of the change at A that says what it *was*
+      (demo query nw-q21), so A's own period becomes ``boost_range``.
     - A single period (``on A``, ``in A``, a bare date) bounds facts and passages (as ``as_of`` = its last
       instant) only in a question about the state of the world at that time (:func:`is_state_question`);
       otherwise it says which document is meant and becomes ``boost_range``: a soft boost, never a filter.
@@ -96,6 +99,10 @@ def resolve_time(
     if plan.kind == "point":
         return TimeAxes(plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
     start, end = plan.range_start, plan.range_end
+    if plan.kind == "before" and plan.anchor is not None:
+        # "what was X called before October 2024?": the evidence is the note of the change at A that says
+        # what it *was* ("Atlas is renamed Compass", dated in October): no filter, A's own period is boosted
+        return TimeAxes(None, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner", plan.anchor)
     if plan.is_window and (start is not None or end is not None):
         diff = (start, end) if start is not None and end is not None else None
         return TimeAxes(

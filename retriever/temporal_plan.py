@@ -73,6 +73,8 @@ class TemporalPlan:
     matched_text: str | None = None
     ambiguities: list[str] = field(default_factory=list)
     form: str = field(default="", compare=False)
+    anchor: tuple[datetime, datetime] | None = field(default=None, compare=False)
+    """``before|until A``: the period A itself [start, end) (what the question is anchored on)."""
     """The :data:`PlanForm` that produced the plan (not part of equality: two plans with the same window are equal)."""
 
     @property
@@ -418,5 +420,7 @@ def _plan_for(f: _Found, now: datetime) -> TemporalPlan | None:
     if kind == "before":
         # "before A" closes at A's start; "until A" keeps A (inclusive of its last day)
         close = start if name == "before" else end
-        return TemporalPlan(kind=kind, grain=grain, range_end=close, matched_text=matched, form=form)
+        return TemporalPlan(
+            kind=kind, grain=grain, range_end=close, matched_text=matched, form=form, anchor=(start, end)
+        )
     return TemporalPlan(kind=kind, grain=grain, range_start=start, range_end=end, matched_text=matched, form=form)

@@ -67,7 +67,11 @@ def test_before_and_until_close_at_the_date(query: str, end: datetime) -> None:
     plan = plan_temporal(query, NOW)
     assert (plan.kind, plan.range_start, plan.range_end) == ("before", None, end)
     a = axes(query)
-    assert (a.date_from, a.date_to, a.diff_range, a.as_of) == (None, end, None, None)
+    # closed at A in the plan, but no filter: the note of the change at A (saying what it *was*) is boosted
+    assert (a.date_from, a.date_to, a.diff_range, a.as_of) == (None, None, None, None)
+    assert a.boost_range == plan.anchor and plan.anchor is not None
+    assert plan.anchor[0] <= end <= plan.anchor[1]
+    assert plan_dict(a)["effect"] == "boost"  # type: ignore[index]
 
 
 def test_several_unrelated_dates_give_no_window() -> None:
