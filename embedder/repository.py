@@ -46,7 +46,9 @@ async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> s
 
 async def load_pending(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], model: str) -> list[PendingChunk]:
     rows = await conn.fetch(
-        "SELECT id, title, text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
+        # the index input: context (ingest/context.py) + text, exactly what content_hash was computed over
+        "SELECT id, title, CASE WHEN coalesce(index_context, '') = '' THEN text ELSE index_context || ' ' || text"
+        " END AS text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
         " AND NOT deleted AND (embedding IS NULL OR embedding_model IS DISTINCT FROM $2) ORDER BY id",
         list(ids),
         model,
