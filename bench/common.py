@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from services.settings import Settings, load_settings
 
 
 def stack_env() -> dict[str, str]:
+    """The local stack's connection settings, or (``ORGMEM_BENCH_USE_ENV=1``) those in the environment."""
+    if os.environ.get("ORGMEM_BENCH_USE_ENV") == "1":
+        keys = ("DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "S3_ENDPOINT", "S3_ACCESS_KEY", "S3_SECRET_KEY")
+        return {k: os.environ[k] for k in keys}
     subprocess.run([str(REPO / "deploy" / "stack.sh"), "start"], check=True)
     out = subprocess.run([str(REPO / "deploy" / "stack.sh"), "env"], check=True, capture_output=True, text=True)
     return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)

@@ -50,6 +50,7 @@ def register(rt: Runtime) -> None:
         stage=STAGE,
         topic=TOPIC,
         build=build_handler,
-        max_records=max(1, rt.settings.embed_batch_size // 2),
+        # a backlog fills several model batches per poll; the handler stores one while the model runs the next
+        max_records=max(1, rt.settings.embed_batch_size * 2),
         description="Embeds chunks that lack a vector for the configured model (cache + carry-over first)",
     )

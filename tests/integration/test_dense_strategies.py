@@ -40,9 +40,7 @@ async def test_filtered_dense_arm_matches_exact_search_on_either_pgvector(settin
         rng = np.random.default_rng(7)
         vecs = rng.standard_normal((N, DIM)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        rows = [
-            (uuid.uuid4(), doc, ["g:viewer"] if i % VISIBLE_EVERY == 0 else ["g:other"], vecs[i]) for i in range(N)
-        ]
+        rows = [(uuid.uuid4(), doc, ["g:viewer"] if i % VISIBLE_EVERY == 0 else ["g:other"], vecs[i]) for i in range(N)]
         now = datetime.now(UTC)
         await conn.copy_records_to_table(
             "chunks",
