@@ -75,3 +75,20 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
     path.write_text(json.dumps(result, indent=2, default=str))
     print(json.dumps(result, indent=2, default=str))
     return path
+
+
+async def drop(settings: Settings) -> None:
+    """Remove a bench namespace again: schema, topics and bucket (the shared broker should not pile up)."""
+    from services.objectstore.factory import build_object_store
+    from services.objectstore.s3 import S3ObjectStore
+    from services.ops.teardown import drop_namespace
+
+    await drop_namespace(
+        settings.database_url,
+        settings.kafka_bootstrap_servers,
+        schema=settings.db_schema,
+        namespace=settings.topic_namespace,
+    )
+    store = build_object_store(settings)
+    if isinstance(store, S3ObjectStore):
+        await store.drop_bucket()

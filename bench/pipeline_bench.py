@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import REPO, isolated_settings, write_result
+from common import REPO, drop, isolated_settings, write_result
 
 from embedder.providers import build_embedder
 from ingest.handler import embedding_input
@@ -108,12 +108,15 @@ async def run(provider: str, dataset: Path, events: int | None, stages: list[str
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
         await p.send_many(envs)
     load_before = os.getloadavg()[0]
-    rt = await start_runtime(settings, stages)
     try:
-        stage = await _progress(settings, len(envs), 1800)
+        rt = await start_runtime(settings, stages)
+        try:
+            stage = await _progress(settings, len(envs), 1800)
+        finally:
+            await stop_runtime(rt)
+        alone = await _standalone(settings, provider, runs)
     finally:
-        await stop_runtime(rt)
-    alone = await _standalone(settings, provider, runs)
+        await drop(settings)
     return {
         "provider": provider,
         "dataset": dataset.name,
