@@ -50,7 +50,7 @@ def emit(figure: str, value: float, target: str, ok: bool, **extra: Any) -> None
 def kb_envelopes(n: int, seed: int = 3) -> list[ChangeEnvelope]:
     """``n`` chat messages of ~1 KB (the issue's ingest target is stated for 1 KB messages)."""
     rnd = random.Random(seed)
-    groups = [f"group:g{i}" for i in range(20)]
+    groups = [f"group:{uuid.UUID(int=rnd.getrandbits(128))}" for _ in range(20)]
     out = []
     for i in range(n):
         words: list[str] = []
@@ -84,7 +84,9 @@ async def copy_ceiling(settings: Settings, envs: list[ChangeEnvelope]) -> float:
         await conn.execute(f"CREATE INDEX ON {table} USING gin (tsv)")
         rows = [(uuid.uuid4(), e.document.text if e.document else "") for e in envs]
         t = time.perf_counter()
-        await conn.copy_records_to_table("copy_ceiling", schema_name=settings.db_schema, records=rows)
+        await conn.copy_records_to_table(
+            "copy_ceiling", schema_name=settings.db_schema, records=rows, columns=["id", "text"]
+        )
         return len(rows) / (time.perf_counter() - t)
     finally:
         await conn.execute(f"DROP TABLE IF EXISTS {table}")
