@@ -241,12 +241,12 @@ class IngestHandler:
             blob = line_key(key, len(items))
             items.append(p)
             if o.content_changed:
-                o.after = replace(o.after, blob_key=blob)
-                states[o.after.id] = (
-                    replace(states[o.after.id], blob_key=blob)
-                    if states[o.after.id].current_version == o.after.current_version
-                    else states[o.after.id]
-                )
+                before, o.after = o.after, replace(o.after, blob_key=blob)
+                current = states[before.id]
+                if current is before:  # the document's last change in this batch: one copy, not two
+                    states[before.id] = o.after
+                elif current.current_version == before.current_version:
+                    states[before.id] = replace(current, blob_key=blob)
         return archives
 
     async def _resolve_people(
