@@ -153,9 +153,10 @@ class RetrieverService:
         async with self.pool.acquire() as conn:
             return await sql.dense_arm(conn, scope, vector, cfg, k)
 
-    async def _lexical(self, scope: sql.SearchScope, query: str, k: int) -> sql.LexicalResult:
+    async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
+        arm = sql.lexical_arm_prf if prf else sql.lexical_arm
         async with self.pool.acquire() as conn:
-            return await sql.lexical_arm(conn, scope, query, k, await self.lexeme_stats(conn))
+            return await arm(conn, scope, query, k, await self.lexeme_stats(conn))
 
     async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
@@ -200,7 +201,7 @@ class RetrieverService:
             self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
             if "dense" in names
             else asyncio.sleep(0, empty),
-            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k))
+            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and sql.PRF_ENABLED))
             if "lexical" in names
             else asyncio.sleep(0, empty),
             self._timed(timings, "relational", lambda: self._relational(scope, query))
@@ -255,7 +256,16 @@ class RetrieverService:
             )
             for cid, r in rows.items()
         }
-        result = fuse_and_rank(arm_ids, hits, query, now, config, arm_scores=arm_scores)
+        result = fuse_and_rank(
+            arm_ids,
+            hits,
+            query,
+            now,
+            config,
+            arm_scores=arm_scores,
+            boost_range=axes.boost_range,
+            keep_at_least=limit,
+        )
         ranked = list(result.hits)
         scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         diag: dict[str, Any] = {

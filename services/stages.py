@@ -46,7 +46,8 @@ CATALOGUE: tuple[Stage, ...] = (
         topic="chunks",
         description="Embeds chunks that lack a vector for the configured model (cache + carry-over first)",
         build_handler=embedder.stage.build_handler,
-        max_records=lambda s: max(1, s.embed_batch_size // 2),
+        # a backlog fills several model batches per poll; the handler stores one while the model runs the next
+        max_records=lambda s: max(1, s.embed_batch_size * 2),
         clients=frozenset({"embedder"}),
     ),
     Stage(

@@ -31,7 +31,7 @@ def test_every_stage_once_with_its_group_topic_and_batch() -> None:
     }
     assert all(s.group(SETTINGS) == f"om-{s.name}" for s in CATALOGUE)
     assert stage("ingest").max_records(SETTINGS) == SETTINGS.ingest_batch_size
-    assert stage("embed").max_records(SETTINGS) == SETTINGS.embed_batch_size // 2
+    assert stage("embed").max_records(SETTINGS) == SETTINGS.embed_batch_size * 2
 
 
 def test_replay_and_rebuild_take_their_stages_from_the_catalogue() -> None:
