@@ -16,6 +16,7 @@ from services.db.pool import create_pool
 from services.embedding_config import EmbeddingConfig, embedding_config
 from services.errors import ConfigurationError
 from services.kafka.app import BrokerPublisher, build_broker
+from services.kafka.watch import DependencyWatch
 from services.objectstore import ObjectStore, build_object_store
 from services.settings import Settings
 
@@ -33,6 +34,7 @@ class Runtime:
     hierarchy: OrgHierarchy = field(default_factory=lambda: OrgHierarchy({}))
     stages: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    watches: dict[str, DependencyWatch] = field(default_factory=dict)  # per stage: outage vs poison
 
     async def start(self) -> None:
         """Connect the producer and the broker (subscribers registered by then start consuming)."""

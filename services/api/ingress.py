@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from schemas.envelope import ChangeEnvelope
 from services.api.auth import require_service
 from services.metrics import INGRESS_ENVELOPES
+from services.payload_errors import field_errors
 
 router = APIRouter(prefix="/ingress", tags=["ingress"], dependencies=[Depends(require_service)])
 MAX_BATCH = 1000
@@ -25,10 +26,7 @@ def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
         env = ChangeEnvelope.model_validate(raw)
     except ValidationError as exc:
         INGRESS_ENVELOPES.labels("rejected").inc()
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "msg": e["msg"], "type": e["type"]}
-            for e in exc.errors()
-        ]
+        errors = field_errors(exc)
         detail: dict[str, Any] = {"field": errors[0]["field"], "errors": errors}
         if index is not None:
             detail["index"] = index

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from services.kafka.clients import producer_config
 from services.kafka.records import Record, from_consumer_records, stop_consumer, topic_partitions
 from services.kafka.topics import dlq_topic
 from services.settings import Settings
@@ -100,7 +101,9 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, **producer_config(client_id="orgmem-redrive")
+    )
     await consumer.start()
     await producer.start()
     sent = 0
