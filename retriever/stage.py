@@ -36,6 +36,7 @@ from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest
 from services.api.auth import Viewer
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.kafka.app import BrokerPublisher
+from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record, from_consumer_records
 from services.kafka.topics import dlq_topic
@@ -172,6 +173,7 @@ def register(rt: Runtime) -> None:
         ack_policy=AckPolicy.ACK,
         auto_offset_reset="earliest",
         decoder=_passthrough_decoder,
+        parser=safe_batch_parser,
         title=f"{STAGE}:{s.topic('rpc.retrieve')}",
         description="retrieve_context / search_knowledge_base requests; replies go to the reply_to topic",
     )

@@ -151,12 +151,14 @@ class PgDeadLetterLedger:
             )
 
 
-async def stored_letters(conn: asyncpg.Connection, stage: str, *, limit: int | None = None) -> list[dict[str, Any]]:
-    """Letters kept in Postgres because the broker refused them (``published = false``), oldest first."""
-    rows = await conn.fetch(
-        "SELECT topic, kafka_partition, kafka_offset, record_key, value, headers, error_class, error_message,"
-        " failed_at FROM dead_letters WHERE stage = $1 AND NOT published ORDER BY failed_at, kafka_offset LIMIT $2",
-        stage,
-        limit,
+async def stored_letters(conn: asyncpg.Connection, stage: str, *, limit: int | None = None) -> list[asyncpg.Record]:
+    """Letters kept in Postgres because the broker refused them (not redriven yet), oldest first."""
+    return list(
+        await conn.fetch(
+            "SELECT topic, kafka_partition, kafka_offset, record_key, value, headers, error_class, error_message,"
+            " failed_at FROM dead_letters WHERE stage = $1 AND NOT published AND redriven_at IS NULL"
+            " ORDER BY failed_at, kafka_offset LIMIT $2",
+            stage,
+            limit,
+        )
     )
-    return [dict(r) for r in rows]

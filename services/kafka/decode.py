@@ -3,8 +3,8 @@
 - ``safe_batch_parser``: FastStream's batch parser decodes every header value as UTF-8 before our handler
   runs; one non-UTF-8 header failed the whole poll. This parser hands FastStream a copy whose header
   values are decoded with replacement, and keeps the untouched records (raw bytes) for the handler.
-- ``decode_or_dead_letter``: validate each record's value against a model; what does not validate is
-  dead-lettered with the field at fault, the rest is returned in log order.
+- ``decode_or_dead_letter``: check each record's headers (UTF-8) and validate its value against a model;
+  what does not decode is dead-lettered with the field at fault, the rest is returned in log order.
 """
 
 from __future__ import annotations
@@ -40,8 +40,21 @@ async def safe_batch_parser(raw: Any, original: Callable[[Any], Awaitable[Any]])
     return message
 
 
+def check_headers(record: Record) -> None:
+    """Every header value must be UTF-8 (what our producers write); ``headers.<name>`` names the culprit."""
+    for name, value in record.headers:
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidPayloadError(
+                f"headers.{name}: header value is not UTF-8 ({exc.reason} at byte {exc.start})",
+                field=f"headers.{name}",
+            ) from None
+
+
 def decode(record: Record, model: type[M]) -> M:
-    """Validate one record's value; ``InvalidPayloadError`` names the first field at fault."""
+    """Check the headers and validate the value; ``InvalidPayloadError`` names the first field at fault."""
+    check_headers(record)
     try:
         return model.model_validate_json(record.value)
     except ValidationError as exc:

@@ -13,9 +13,10 @@ CREATE TABLE dead_letters (
     error_message    text NOT NULL,
     published        boolean NOT NULL,
     failed_at        timestamptz NOT NULL DEFAULT now(),
+    redriven_at      timestamptz,      -- a stored letter re-produced by `orgmem dlq redrive`
     PRIMARY KEY (stage, topic, kafka_partition, kafka_offset)
 );
-CREATE INDEX dead_letters_stored ON dead_letters (stage, failed_at) WHERE NOT published;
+CREATE INDEX dead_letters_stored ON dead_letters (stage, failed_at) WHERE NOT published AND redriven_at IS NULL;
 
 -- The idempotency key of an envelope is its envelope_id: ingest keeps a digest of the content first seen
 -- under an id, so the same id with different content is refused (dead letter / HTTP 409).
