@@ -1,14 +1,16 @@
 """Delivery rules every stage shares.
 
-- Bounded retry with full-jitter exponential backoff for anything that is not a ``PermanentError`` (or a
-  Postgres refusal of the data itself, which no retry can fix).
+- Bounded retry with full-jitter exponential backoff for anything that is not permanent.
 - ``run_batch``: a batch is handled as a unit (one transaction in the stage). When it fails after its
-  retry budget:
-  1. if the stage's ``DependencyWatch`` finds a dependency down, it is an outage, not poison: the stage
-     waits (capped backoff, as long as it takes) and retries the batch with a fresh budget;
+  retry budget, the failure is classified:
+  1. an outage, not poison — the stage's ``DependencyWatch`` finds a dependency down, or the error is of an
+     infrastructure class (connection lost or refused, timeouts, Postgres SQLSTATE 08/53/57/58/XX,
+     ``TransientError``): the stage holds (no offset moves), retries with capped backoff for as long as
+     it takes, and resumes by itself. Nothing is dead-lettered because a dependency was away;
   2. otherwise the failure is the data's: the batch is bisected so every good neighbour is applied and
      each failing record ends in the dead-letter topic with its reason — whatever its error class; an
-     unexpected class is permanent once its budget is spent, never "retry forever";
+     unexpected class is permanent once its budget is spent, never "retry forever". Permanent errors
+     (``PermanentError``; Postgres refusing the data: SQLSTATE 22/23/54) skip the retries;
   3. a vendor that stayed down for the whole budget dead-letters the batch (``VendorError``: no probe
      can tell a vendor outage from a request the vendor chokes on; redrive once it is back);
   4. without a watch (unit tests), a ``TransientError`` propagates and the subscriber rewinds.
@@ -24,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import asyncpg
+from aiokafka.errors import KafkaConnectionError
 
 from services.errors import PermanentError, TransientError, VendorError
 from services.kafka.deadletters import DeadLetterLedger, DeadLetters, Publisher, dead_letter_headers, safe_text
@@ -50,6 +53,10 @@ DEAD_LETTER_AFTER_RETRIES: tuple[type[TransientError], ...] = (VendorError,)
 # SQLSTATE classes where Postgres refuses the data itself: 22 data exception (NUL in text, bad encoding,
 # value out of range), 23 integrity constraint violation, 54 program limit exceeded (row / index entry too big).
 DATA_REFUSED_SQLSTATE_CLASSES = ("22", "23", "54")
+# SQLSTATE classes of an unwell server, not of a record: 08 connection, 53 insufficient resources, 57 operator
+# intervention (shutdown, cannot connect now), 58 system error, XX internal error (e.g. a broken install).
+OUTAGE_SQLSTATE_CLASSES = ("08", "53", "57", "58", "XX")
+RECORD_SQLSTATES = ("57014",)  # query_canceled: a statement timeout is about the statement, i.e. the record
 
 
 def is_permanent(exc: BaseException) -> bool:
@@ -60,6 +67,18 @@ def is_permanent(exc: BaseException) -> bool:
         state = getattr(exc, "sqlstate", None) or ""
         return state[:2] in DATA_REFUSED_SQLSTATE_CLASSES
     return False
+
+
+def is_outage(exc: BaseException) -> bool:
+    """The error says a dependency is unwell, whatever the record (see the module docstring)."""
+    if isinstance(exc, VendorError):
+        return False
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", None) or ""
+        return state[:2] in OUTAGE_SQLSTATE_CLASSES and state not in RECORD_SQLSTATES
+    return isinstance(
+        exc, (TransientError, OSError, asyncpg.exceptions.ConnectionDoesNotExistError, KafkaConnectionError)
+    )
 
 
 async def with_retry(
@@ -113,6 +132,8 @@ async def run_batch(
             await with_retry(
                 lambda: handler(records), attempts=attempts, base_delay=base_delay, max_delay=max_delay, what=what
             )
+            if watch is not None:
+                watch.resume(what)
             return
         except Exception as exc:
             failure: Exception = exc
@@ -126,8 +147,12 @@ async def run_batch(
             if isinstance(failure, TransientError):
                 raise failure  # cannot tell an outage from poison here: the subscriber rewinds
             break
-        if not await watch.wait_while_down(what):
-            break  # every dependency is up: the failure is the data's
+        if await watch.wait_while_down(what):
+            continue  # a dependency was down and is back: a fresh budget
+        if is_outage(failure):
+            await watch.hold(what, failure)  # the probes pass but the dependency still fails: hold on
+            continue
+        break  # every dependency is up and the error is not theirs: the failure is the data's
     if len(records) > 1:
         log.warning("%s failed (%s): isolating the failing record(s)", what, type(failure).__name__)
         mid = len(records) // 2
@@ -136,22 +161,4 @@ async def run_batch(
                 half, handler, dead_letters, attempts=attempts, base_delay=base_delay, max_delay=max_delay, watch=watch
             )
         return
-    if watch is not None and not is_permanent(failure):
-        # the dependencies were up when probed; one last try closes the race with a dependency coming back
-        try:
-            await handler(records)
-            return
-        except Exception as exc:
-            if not is_permanent(exc) and await watch.wait_while_down(what):
-                await run_batch(
-                    records,
-                    handler,
-                    dead_letters,
-                    attempts=attempts,
-                    base_delay=base_delay,
-                    max_delay=max_delay,
-                    watch=watch,
-                )
-                return
-            failure = exc
     await dead_letters.send(records[0], failure, attempts=1 if is_permanent(failure) else attempts)

@@ -47,6 +47,7 @@ class DependencyWatch:
         self.paused_since: float | None = None
         self.pauses = 0
         self.paused_seconds = 0.0
+        self._hold_delay = base_delay
 
     async def _probe(self, name: str, probe: Probe) -> Outage | None:
         try:
@@ -85,6 +86,31 @@ class DependencyWatch:
             self.outages = []
         return True
 
+    async def hold(self, what: str, error: BaseException) -> None:
+        """The probes pass but the work still fails with an infrastructure error: pause one backoff step
+        (growing, capped) and stay marked paused until ``resume``."""
+        dependency = _dependency_of(error)
+        detail = f"{type(error).__name__}: {error}"[:300]
+        if self.paused_since is None:
+            self.paused_since = time.monotonic()
+            self.pauses += 1
+            self._hold_delay = self.base_delay
+            log.warning("%s: paused, %s failing (%s)", what, dependency, detail)
+        self.outages = [Outage(dependency, detail)]
+        await asyncio.sleep(random.uniform(self._hold_delay / 2, self._hold_delay))
+        self._hold_delay = min(self.max_delay, self._hold_delay * 2)
+
+    def resume(self, what: str) -> None:
+        """The work succeeded: clear a pause ``hold`` set."""
+        if self.paused_since is not None:
+            waited = time.monotonic() - self.paused_since
+            self.paused_seconds += waited
+            log.warning(
+                "%s: %s works again after %.1fs, resumed", what, ", ".join(o.dependency for o in self.outages), waited
+            )
+            self.paused_since = None
+            self.outages = []
+
     @property
     def paused(self) -> bool:
         return self.paused_since is not None
@@ -97,3 +123,15 @@ class DependencyWatch:
             "paused_for_s": round(time.monotonic() - self.paused_since, 1) if self.paused_since else 0.0,
             "pauses": self.pauses,
         }
+
+
+def _dependency_of(error: BaseException) -> str:
+    """Which dependency an infrastructure error points at (for ``/readyz``)."""
+    module = type(error).__module__
+    if module.startswith("asyncpg"):
+        return "postgres"
+    if module.startswith("aiokafka"):
+        return "kafka"
+    if type(error).__name__ == "ObjectStoreError":
+        return "object_store"
+    return "unknown"

@@ -190,10 +190,10 @@ async def test_an_outage_pauses_the_stage_and_it_resumes_by_itself_without_dead_
     assert not watch.paused and watch.pauses == 1
 
 
-async def test_with_every_dependency_up_a_transient_error_of_one_record_is_its_own() -> None:
+async def test_with_every_dependency_up_an_unclassified_error_of_one_record_is_its_own() -> None:
     async def handler(records: Sequence[Record]) -> None:
         if any(r.value == b"poison" for r in records):
-            raise TransientError("this record times out every time")
+            raise ValueError("this record breaks the code every time")
 
     pub = FakePublisher()
     await run_batch(
@@ -206,6 +206,36 @@ async def test_with_every_dependency_up_a_transient_error_of_one_record_is_its_o
         watch=_watch({"store": True}),
     )
     assert [h["x-dlq-original-offset"] for *_, h in pub.sent] == ["2"]
+
+
+async def test_an_infrastructure_error_the_probes_miss_holds_the_stage_until_it_works_again() -> None:
+    """E.g. Postgres answering SELECT 1 but failing every statement with XX000 (a broken install)."""
+    broken = {"on": True}
+    applied: list[int] = []
+
+    async def handler(records: Sequence[Record]) -> None:
+        if broken["on"]:
+            raise asyncpg.exceptions.InternalServerError("incompatible library: version mismatch")
+        applied.extend(r.offset for r in records)
+
+    watch = _watch({"store": True})
+    pub = FakePublisher()
+    task = asyncio.create_task(
+        run_batch(
+            batch(6, set()),
+            handler,
+            DeadLetters(pub, "dlq", "ingest"),
+            attempts=2,
+            base_delay=0.001,
+            max_delay=0.002,
+            watch=watch,
+        )
+    )
+    await asyncio.sleep(0.2)
+    assert watch.paused and watch.state()["down"] == ["postgres"] and not task.done()
+    broken["on"] = False
+    await asyncio.wait_for(task, 5)
+    assert applied == list(range(6)) and pub.sent == [] and not watch.paused
 
 
 async def test_dead_letters_are_written_once_per_original_position() -> None:
