@@ -70,7 +70,7 @@ async def test_poison_mixed_with_good_records_every_poison_dead_lettered_once_ev
     mixed += bad
     n_poison = sum(r.cls != "good" for r in mixed)
     await produce_raw_records(settings, mixed)
-    await pipeline("ingest")
+    await pipeline("ingest", settings_override=settings)
 
     await eventually(
         lambda: fetchval(settings, "SELECT count(*) FROM documents"), until=lambda n: n == len(goods), timeout=180
