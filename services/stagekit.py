@@ -1,10 +1,15 @@
-"""The one way a batch stage is wired: subscribe its consumer group, then bind the handler the stage builds
-(the handler needs the stage's DeadLetters, which the subscription creates)."""
+"""What a stage is (``Stage``: name, input topic, group, handler factory, batch size from ``Settings``) and the
+one way a batch stage is wired: subscribe its consumer group, then bind the handler the stage builds (the
+handler needs the stage's DeadLetters, which the subscription creates). The catalogue of every stage is
+``services/stages.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
+
+from faststream.kafka import KafkaBroker
 
 from services.health import check_kafka, check_postgres, check_store
 from services.kafka.app import subscribe_batch
@@ -13,6 +18,7 @@ from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
 from services.kafka.watch import DependencyWatch
 from services.runtime import Runtime
+from services.settings import Settings
 
 H = TypeVar("H", bound=BatchHandler)
 
@@ -43,8 +49,7 @@ def register_batch_stage(
 ) -> H:
     """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``.
 
-    The handler is also kept in ``rt.extras["<stage>_handler"]`` (tests read it); the stage's dependency watch
-    (outage vs poison, shown by ``/readyz``) in ``rt.watches[stage]``.
+    The stage's dependency watch (outage vs poison, shown by ``/readyz``) is ``rt.watches[stage]``.
     """
     late = LateHandler()
     watch = dependency_watch(rt, stage)
@@ -61,7 +66,6 @@ def register_batch_stage(
         ledger=PgDeadLetterLedger(rt.pool),
     )
     handler = build(rt, dead_letters)
-    rt.extras[f"{stage}_handler"] = handler
     late.bind(handler)
     return handler
 
@@ -82,3 +86,58 @@ def dependency_watch(rt: Runtime, stage: str) -> DependencyWatch:
         )
         rt.watches[stage] = watch
     return watch
+
+
+HandlerFactory = Callable[[Runtime, DeadLetters], BatchHandler]
+
+
+def _declares_nothing(broker: KafkaBroker, settings: Settings) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One stage of the pipeline, as ``up``, ``run``, ``replay``, ``rebuild``, ``status`` and AsyncAPI see it.
+
+    ``name`` is the consumer group's suffix (``om-<name>``) and the dead-letter topic's (``om.dlq.<name>.v1``);
+    ``topic`` the logical input topic (``Settings.topic``). ``build_handler(rt, dead_letters)`` makes the
+    handler the live subscriber and ``replay`` both feed. ``subscribe`` replaces the batch wiring for a stage
+    with its own (the retriever's request/reply); such a stage is not replayable.
+    """
+
+    name: str
+    topic: str
+    description: str
+    build_handler: HandlerFactory
+    max_records: Callable[[Settings], int]
+    declare_publishers: Callable[[KafkaBroker, Settings], None] = _declares_nothing
+    subscribe: Callable[[Runtime, Stage], BatchHandler] | None = None
+    writes_projection: bool = True
+
+    @property
+    def replayable(self) -> bool:
+        return self.subscribe is None
+
+    def group(self, settings: Settings) -> str:
+        return settings.group(self.name)
+
+    def input_topic(self, settings: Settings) -> str:
+        return settings.topic(self.topic)
+
+    def register(self, rt: Runtime) -> BatchHandler:
+        """Subscribe this stage in ``rt`` (and declare what it publishes); ``rt.handlers[name]`` is its handler."""
+        if self.subscribe is not None:
+            handler = self.subscribe(rt, self)
+        else:
+            handler = register_batch_stage(
+                rt,
+                stage=self.name,
+                topic=self.topic,
+                build=self.build_handler,
+                max_records=self.max_records(rt.settings),
+                description=self.description,
+            )
+        self.declare_publishers(rt.broker, rt.settings)
+        rt.handlers[self.name] = handler
+        rt.stages.append(self.name)
+        return handler

@@ -16,7 +16,8 @@ import asyncpg
 
 from schemas.events import DocumentEvent
 from services.collaboration import repository as repo
-from services.collaboration.weights import HALF_LIFE_DAYS, document_pairs
+from services.collaboration.weights import document_pairs
+from services.decay import HALF_LIFE_DAYS
 from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
