@@ -1,4 +1,4 @@
--- 0004: delivery guarantees (issue 12).
+-- 0005: delivery guarantees (issue 12).
 -- dead_letters: one row per dead letter a stage wrote, keyed by the record's original position, so a rewound
 -- batch never writes a letter twice; a letter the broker refused keeps its bytes here (published = false).
 CREATE TABLE dead_letters (
