@@ -24,6 +24,7 @@ from services.errors import ConfigurationError
 from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher, build_broker
 from services.kafka.delivery import BatchHandler
+from services.kafka.watch import DependencyWatch
 from services.objectstore import ObjectStore, build_object_store
 from services.ports import Embedder, LlmExtraction, Reranker, Synthesizer
 from services.settings import Settings
@@ -59,6 +60,7 @@ class Runtime:
     registry: Registry = field(default_factory=default_registry)
     clients: Clients = field(default_factory=Clients)
     stages: list[str] = field(default_factory=list)
+    watches: dict[str, DependencyWatch] = field(default_factory=dict)  # per stage: outage vs poison
     handlers: dict[str, BatchHandler] = field(default_factory=dict)
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
 
