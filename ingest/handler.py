@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import asyncpg
-from pydantic import ValidationError
 
 from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from schemas.validation import Rejected
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
@@ -41,18 +41,18 @@ PENDING_BLOB = ""  # replaced by _assign_archive once the batch is applied
 
 
 def parse_envelope(record: Record) -> ChangeEnvelope:
-    """Validate one record; ``InvalidPayloadError`` names the first field at fault."""
+    """Validate one record with the same function HTTP ingress uses (``schemas.envelope.envelope_from_json``);
+    ``InvalidPayloadError`` / ``UnresolvedAuthorError`` name the field at fault."""
     try:
-        env = ChangeEnvelope.model_validate_json(record.value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "body"
-        raise InvalidPayloadError(f"{loc}: {first['msg']}", field=loc, errors=len(exc.errors())) from None
-    if env.structured_fields and (env.author is None or person_input(env.author) is None):
-        raise UnresolvedAuthorError(
-            "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
-        )
-    return env
+        return envelope_from_json(record.value)
+    except Rejected as exc:
+        if exc.type == "unresolved_author":
+            raise UnresolvedAuthorError(str(exc), field=exc.field, envelope_id=_envelope_id(record)) from None
+        raise InvalidPayloadError(str(exc), field=exc.field, errors=len(exc.errors)) from None
+
+
+def _envelope_id(record: Record) -> str:
+    return record.header("x-envelope-id") or ""
 
 
 def embedding_input(title: str | None, text: str) -> str:
@@ -91,7 +91,7 @@ class IngestHandler:
         for record in records:
             try:
                 parsed.append(_Parsed(record, parse_envelope(record)))
-            except InvalidPayloadError as exc:
+            except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
                 await self.dead_letters.send(record, exc)
         if not parsed:
             return

@@ -6,9 +6,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
 
-from services.api import health, ingress
+from services.api import errors, health, ingress
+from services.api.limits import RequestLimits
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
@@ -22,15 +22,10 @@ def create_app(rt: Runtime) -> FastAPI:
     )
     app.state.runtime = rt
     app.state.api_key = api_key
-    max_bytes = rt.settings.max_request_bytes
+    errors.install(app)
 
     @app.middleware("http")
-    async def bound_and_measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > max_bytes:
-            return JSONResponse(
-                {"detail": {"field": "body", "msg": f"request body over {max_bytes} bytes"}}, status_code=413
-            )
+    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         start = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")
@@ -40,11 +35,14 @@ def create_app(rt: Runtime) -> FastAPI:
         return response
 
     app.include_router(health.router)
-    app.include_router(ingress.router)
-    for module in ("retriever.api", "services.api.graph", "services.api.admin"):
+    app.include_router(ingress.router, responses=errors.responses(409))
+    routers = (("retriever.api", (502,)), ("services.api.graph", (404,)), ("services.api.admin", (403, 404)))
+    for module, codes in routers:
         try:
             mod = __import__(module, fromlist=["router"])
         except ImportError:  # pragma: no cover - router not built yet
             continue
-        app.include_router(mod.router)
+        app.include_router(mod.router, responses=errors.responses(*codes))
+    # outermost: authenticate and bound the body before anything reads it
+    app.add_middleware(RequestLimits, api_key=api_key, max_bytes=rt.settings.max_request_bytes)
     return app
