@@ -44,5 +44,10 @@ def create_app(rt: Runtime) -> FastAPI:
             continue
         app.include_router(mod.router, responses=errors.responses(*codes))
     # outermost: authenticate and bound the body before anything reads it
-    app.add_middleware(RequestLimits, api_key=api_key, max_bytes=rt.settings.max_request_bytes)
+    app.add_middleware(
+        RequestLimits,
+        api_key=api_key,
+        max_bytes=rt.settings.max_request_bytes,
+        statement_ms=rt.settings.api_statement_timeout_ms,
+    )
     return app

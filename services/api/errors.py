@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -140,7 +141,25 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, exc.detail, getattr(exc, "headers", None))
 
 
+async def _on_budget(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(
+        503,
+        {"field": "database", "msg": "the request's database time budget ran out", "type": "budget_exhausted"},
+        {"Retry-After": "1"},
+    )
+
+
+async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(
+        503, {"field": "database", "msg": f"database unavailable ({type(exc).__name__})", "type": "unavailable"}
+    )
+
+
 def install(app: FastAPI) -> None:
-    """Register the handlers and replace FastAPI's documented 422 with ours."""
+    """Register the handlers (our error shape everywhere; database budget and outages are 503)."""
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(asyncpg.QueryCanceledError, _on_budget)
+    app.add_exception_handler(asyncpg.TooManyConnectionsError, _on_database_down)
+    app.add_exception_handler(asyncpg.CannotConnectNowError, _on_database_down)
+    app.add_exception_handler(asyncpg.ConnectionDoesNotExistError, _on_database_down)

@@ -3,6 +3,7 @@ bound the bytes actually read.
 
 - Every route but the open ones (health, metrics, API documents) needs ``X-Api-Key``: a missing or
   wrong key is answered 401 at once, the body left unread.
+- Every database statement a request runs is bounded by ``API_STATEMENT_TIMEOUT_MS``.
 - ``Content-Length`` over ``MAX_REQUEST_BYTES`` -> 413 at once; a body without one (chunked) is
   counted as it streams and cut at the bound -> 413 (the handler never sees more than the bound).
 """
@@ -16,6 +17,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.errors import error_response
+from services.db.pool import statement_budget
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/asyncapi", "/openapi.json", "/docs", "/redoc"})
 OPEN_PREFIXES = ("/docs/",)
@@ -34,10 +36,11 @@ def is_open(path: str) -> bool:
 
 
 class RequestLimits:
-    def __init__(self, app: ASGIApp, *, api_key: str, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, api_key: str, max_bytes: int, statement_ms: int | None = None) -> None:
         self.app = app
         self._key = api_key.encode()
         self.max_bytes = max_bytes
+        self.statement_ms = statement_ms
 
     def _key_ok(self, scope: Scope) -> bool:
         for k, v in scope.get("headers", ()):
@@ -78,7 +81,8 @@ class RequestLimits:
             await send(message)
 
         try:
-            await self.app(scope, bounded_receive, tracking_send)
+            with statement_budget(self.statement_ms):
+                await self.app(scope, bounded_receive, tracking_send)
         except BodyTooLarge as exc:  # read outside FastAPI's body parsing (e.g. a raw request.body())
             if state["started"]:
                 raise
