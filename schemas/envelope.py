@@ -19,7 +19,7 @@ from pydantic import (
     field_validator,
 )
 
-from schemas.validation import Rejected, check_structured, field_errors, load_json, storable_value
+from schemas.validation import MAX_NESTING, Rejected, check_structured, field_errors, load_json, scan, storable_value
 
 SCHEMA_VERSION = 1
 MAX_TEXT_CHARS = 2_000_000  # ~2 MB of text per document; larger bodies are rejected, not truncated
@@ -187,6 +187,7 @@ def needs_author_error(env: ChangeEnvelope) -> dict[str, str] | None:
 def validate_envelope(obj: Any, *, prefix: str = "") -> ChangeEnvelope:
     """THE envelope check, used by HTTP ingress, the Python producer and the ingest stage alike: the
     contract plus the author rule. ``Rejected`` names the field (``prefix`` for batch items)."""
+    scan(obj, max_depth=MAX_NESTING + 1, prefix=prefix)  # structured_fields sit one level below the body
     try:
         env = ChangeEnvelope.model_validate(obj)
     except ValidationError as exc:

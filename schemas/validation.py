@@ -19,6 +19,8 @@ from pydantic_core import PydanticCustomError
 
 UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
 MAX_NESTING = 32  # structured values: dicts/lists inside each other, counted from the field itself
+MAX_JSON_DEPTH = 64  # any JSON body, checked on the text before parsing (no recursion, no interpreter limit)
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]')
 MIN_QUERY_TIME = datetime(1000, 1, 1, tzinfo=UTC)
 MAX_QUERY_TIME = datetime(9000, 12, 31, 23, 59, 59, tzinfo=UTC)
 
@@ -48,10 +50,11 @@ def check_structured(value: Any, path: str = "", depth: int = 0, max_depth: int 
     """Every key and string of a JSON-like value is storable, nesting stays within ``max_depth``,
     numbers are finite. Errors carry the dotted ``path`` inside the value."""
     if depth > max_depth:
+        top = ".".join(path.split(".")[:2])  # the item that is too deep, not a path of a thousand levels
         raise PydanticCustomError(
             "nesting_too_deep",
             "{path}: nested deeper than {limit} levels",
-            {"path": path, "limit": max_depth},
+            {"path": top, "limit": max_depth},
         )
     if isinstance(value, str):
         storable(value, path)
@@ -61,7 +64,7 @@ def check_structured(value: Any, path: str = "", depth: int = 0, max_depth: int 
     elif isinstance(value, Mapping):
         for k, v in value.items():
             key = str(k)
-            sub = f"{path}.{key}" if path else key
+            sub = f"{path}.{_printable(key)}" if path else _printable(key)  # paths are always renderable
             storable(key, sub)
             check_structured(v, sub, depth + 1, max_depth)
     elif isinstance(value, list | tuple):
@@ -86,11 +89,27 @@ def utc_in_range(value: datetime, lo: datetime = MIN_QUERY_TIME, hi: datetime = 
 BoundedDatetime = Annotated[datetime, AfterValidator(utc_in_range)]
 
 
+def scan(obj: Any, *, max_depth: int, prefix: str = "") -> None:
+    """Refuse, naming the path, any unstorable string (keys included), non-finite number or nesting
+    beyond ``max_depth`` anywhere in a parsed JSON body — before a model sees it (pydantic cannot even
+    render an error whose location holds a lone surrogate)."""
+    try:
+        check_structured(obj, max_depth=max_depth)
+    except PydanticCustomError as exc:
+        path = str((exc.context or {}).get("path") or "")
+        field = ".".join(p for p in (prefix, path) if p) or "body"
+        raise Rejected([{"field": _printable(field), "msg": _printable(exc.message()), "type": exc.type}]) from None
+
+
 def field_errors(exc: ValidationError, *, prefix: str = "") -> list[dict[str, str]]:
     """Pydantic's errors as ``{"field", "msg", "type"}``; the input is never echoed (it may not even be
     encodable). A nested path carried in the error's context (structured values) extends the field."""
+    try:
+        errors = exc.errors(include_input=False, include_url=False)
+    except UnicodeError:  # a location that cannot be encoded; ``scan`` normally refuses these first
+        return [{"field": prefix or "body", "msg": "invalid input (unencodable text)", "type": "unstorable_string"}]
     out: list[dict[str, str]] = []
-    for e in exc.errors(include_input=False, include_url=False):
+    for e in errors:
         loc = [str(p) for p in e["loc"]]
         ctx = e.get("ctx") or {}
         inner = ctx.get("path")
@@ -103,7 +122,7 @@ def field_errors(exc: ValidationError, *, prefix: str = "") -> list[dict[str, st
 
 def _printable(text: str) -> str:
     """Error text that is always UTF-8 encodable (lone surrogates replaced)."""
-    return text.encode("utf-8", "replace").decode("utf-8")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class Rejected(ValueError):
@@ -120,14 +139,50 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> str | None:
+    """``None`` when the JSON text nests at most ``limit`` levels, else the path (first two segments)
+    of the item that goes deeper — found by scanning tokens, so any depth is safe to check."""
+    depth = 0
+    keys: list[str] = []  # the key (object) or index (array) at each open level
+    arrays: list[bool] = []
+    last_string = ""
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok in "{[":
+            depth += 1
+            if depth > limit:
+                return ".".join(k for k in keys[:2] if k)
+            arrays.append(tok == "[")
+            keys.append("0" if tok == "[" else "")
+        elif tok in "}]":
+            depth -= 1
+            if arrays:
+                arrays.pop()
+                keys.pop()
+        elif tok == ":":
+            if keys:
+                keys[-1] = last_string
+        elif tok == ",":
+            if arrays and arrays[-1]:
+                keys[-1] = str(int(keys[-1]) + 1)
+        else:
+            last_string = tok[1:-1]
+    return None
+
+
 def load_json(raw: bytes | str, *, field: str = "body") -> Any:
-    """Parse JSON the one way every door does (UTF-8, no NaN/Infinity, nesting bounded by the
-    interpreter); failures are ``Rejected`` naming ``field``."""
+    """Parse JSON the one way every door does (UTF-8, no NaN/Infinity, at most ``MAX_JSON_DEPTH``
+    levels); failures are ``Rejected`` naming ``field`` (or the path that nests too deep)."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
-        return json.loads(text, parse_constant=_no_constant)
     except UnicodeDecodeError as exc:
         raise Rejected([{"field": field, "msg": f"not UTF-8 (byte {exc.start})", "type": "invalid_utf8"}]) from None
+    deep = too_deep(text)
+    if deep is not None:
+        msg = f"nested deeper than {MAX_JSON_DEPTH} levels"
+        raise Rejected([{"field": _printable(deep) or field, "msg": msg, "type": "nesting_too_deep"}])
+    try:
+        return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise Rejected([{"field": field, "msg": "JSON nested too deeply", "type": "nesting_too_deep"}]) from None
     except ValueError as exc:
