@@ -32,6 +32,10 @@ def _rejected(exc: Rejected, index: int | None = None) -> HTTPException:
 
 
 async def _body(request: Request) -> Any:
+    """The body as the door parsed it (``services.api.limits``), else parsed here the same way."""
+    parsed = getattr(request.state, "json_body", None)
+    if parsed is not None:
+        return parsed
     try:
         return load_json(await request.body())
     except Rejected as exc:

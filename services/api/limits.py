@@ -6,16 +6,20 @@ bound the bytes actually read.
 - Every database statement a request runs is bounded by ``API_STATEMENT_TIMEOUT_MS``.
 - ``Content-Length`` over ``MAX_REQUEST_BYTES`` -> 413 at once; a body without one (chunked) is
   counted as it streams and cut at the bound -> 413 (the handler never sees more than the bound).
+- A JSON body is parsed once here, the one bounded way (``schemas.validation.load_json``), and
+  scanned: a NUL, a lone surrogate (keys included) or nesting past 64 levels anywhere -> 422 naming
+  the path, before FastAPI or pydantic see it (neither can render such an input in an error).
+  Routes find the parsed body in ``request.state.json_body``.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from schemas.validation import MAX_JSON_DEPTH, Rejected, load_json, scan
 from services.api.errors import error_response
 from services.db.pool import statement_budget
 
@@ -24,8 +28,7 @@ OPEN_PREFIXES = ("/docs/",)
 
 
 class BodyTooLarge(HTTPException):
-    """Raised from ``receive`` once the streamed body passes the bound (FastAPI re-raises HTTPExceptions
-    met while reading a body, so it reaches the handlers as a 413)."""
+    """The streamed body passed the bound."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(413, detail={"field": "body", "msg": f"request body over {limit} bytes", "type": "too_large"})
@@ -64,29 +67,55 @@ class RequestLimits:
         if length is not None and length > self.max_bytes:
             await error_response(413, BodyTooLarge(self.max_bytes).detail)(scope, receive, send)
             return
-        state: dict[str, Any] = {"read": 0, "started": False}
-        limit = self.max_bytes
-
-        async def bounded_receive() -> Message:
-            message = await receive()
-            if message["type"] == "http.request":
-                state["read"] += len(message.get("body", b""))
-                if state["read"] > limit:
-                    raise BodyTooLarge(limit)
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                state["started"] = True
-            await send(message)
-
         try:
-            with statement_budget(self.statement_ms):
-                await self.app(scope, bounded_receive, tracking_send)
-        except BodyTooLarge as exc:  # read outside FastAPI's body parsing (e.g. a raw request.body())
-            if state["started"]:
-                raise
+            body = await self._read_body(receive)
+        except BodyTooLarge as exc:
             await error_response(413, exc.detail)(scope, receive, send)
+            return
+        if body and _is_json(scope):
+            try:
+                obj = load_json(body)
+                scan(obj, max_depth=MAX_JSON_DEPTH)
+            except Rejected as exc:
+                await error_response(422, {"field": exc.field, "errors": exc.errors})(scope, receive, send)
+                return
+            scope.setdefault("state", {})["json_body"] = obj
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: wait for the disconnect as usual
+
+        with statement_budget(self.statement_ms):
+            await self.app(scope, replay, send)
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        """The whole body, never more than the bound (a chunked stream is cut as soon as it passes)."""
+        chunks: list[bytes] = []
+        read = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            read += len(chunk)
+            if read > self.max_bytes:
+                raise BodyTooLarge(self.max_bytes)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _is_json(scope: Scope) -> bool:
+    for k, v in scope.get("headers", ()):
+        if k == b"content-type":
+            media = v.split(b";", 1)[0].strip().lower()
+            return bool(media == b"application/json" or media.endswith(b"+json"))
+    return True  # no content type: FastAPI parses the body as JSON too
 
 
 def _content_length(scope: Scope) -> int | None:
