@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 
-from services.api import errors, health, ingress
+from services.api import errors, health, ingress, openapi
 from services.api.limits import RequestLimits
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
@@ -43,6 +43,7 @@ def create_app(rt: Runtime) -> FastAPI:
         except ImportError:  # pragma: no cover - router not built yet
             continue
         app.include_router(mod.router, responses=errors.responses(*codes))
+    openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(
         RequestLimits,
