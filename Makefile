@@ -9,7 +9,7 @@ API_HOST ?= 127.0.0.1
 API_PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: help venv models infra env up down logs status test test-unit lint typecheck schemas \
+.PHONY: help venv models infra env up down logs status test test-reliability test-unit lint typecheck schemas \
         bench-ingest bench-retrieve bench-embed eval eval-locomo demo clean
 
 help:
@@ -70,6 +70,10 @@ status: venv
 
 test: infra models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the reliability suite with long budgets (10x schemathesis, ORGMEM_FUZZ_EXAMPLES per property)
+test-reliability: infra models
+	ORGMEM_FUZZ_LONG=1 ORGMEM_FUZZ_EXAMPLES=$${ORGMEM_FUZZ_EXAMPLES:-1000} $(BIN)/python -m pytest -m reliability --timeout=3600 $(PYTEST_ARGS)
 
 test-unit: venv models
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

@@ -287,3 +287,4 @@ async def test_every_envelope_the_door_accepts_is_ingested(client: httpx.AsyncCl
         until=lambda n: n == len(set(accepted)),
         timeout=90,
     )
+    print(f"fuzzed envelopes: {len(accepted)} accepted and ingested, {refused} refused naming the field")

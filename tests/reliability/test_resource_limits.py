@@ -104,7 +104,7 @@ async def test_ten_heavy_walks_do_not_starve_passage_search(
     waited = time.monotonic() - started
     assert r.status_code == 200 and r.json()["passages"], r.text[:300]
     assert waited < 3.0, f"passage search waited {waited:.1f} s behind the walks"
-    print(f"passage search behind 10 heavy walks: {waited:.2f} s")  # noqa: T201
+    print(f"passage search behind 10 heavy walks: {waited:.2f} s")
     answers = await asyncio.gather(*walks)
     codes = sorted(a.status_code for a in answers)
     assert set(codes) <= {200, 429}, codes  # a walk answers (partial) or is told to come back; never 5xx
