@@ -288,3 +288,27 @@ async def test_every_envelope_the_door_accepts_is_ingested(client: httpx.AsyncCl
         timeout=90,
     )
     print(f"fuzzed envelopes: {len(accepted)} accepted and ingested, {refused} refused naming the field")
+
+
+async def test_the_openapi_document_describes_the_real_bodies_and_errors(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas and "ErrorBody" in schemas
+    ingress = doc["paths"]["/ingress/envelope"]["post"]
+    assert ingress["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ChangeEnvelope"
+    }
+    assert set(schemas["ChangeEnvelope"]["required"]) >= {"envelope_id", "source", "event_time"}
+    assert "409" in ingress["responses"] and "413" in ingress["responses"]
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            for code, resp in op["responses"].items():
+                if int(code) >= 400:
+                    ref = resp["content"]["application/json"]["schema"]["$ref"]
+                    assert ref == "#/components/schemas/ErrorBody", (method, path, code)
+    assert "404" in doc["paths"]["/v1/graph/persons/{person_id}"]["get"]["responses"]
+    assert "429" in doc["paths"]["/tools/query_paths"]["post"]["responses"]
+    metrics = doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(metrics) == ["text/plain; version=0.0.4; charset=utf-8"] or all(
+        m.startswith("text/plain") for m in metrics
+    )
