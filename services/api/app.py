@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 
-from services.api import errors, health, ingress, openapi
+from services.api import errors, graph, health, ingress, openapi, tools
 from services.api.limits import RequestLimits
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
@@ -22,6 +23,7 @@ def create_app(rt: Runtime) -> FastAPI:
     )
     app.state.runtime = rt
     app.state.api_key = api_key
+    app.state.graph_walk_slots = asyncio.Semaphore(rt.settings.graph_walk_concurrency)  # see graph.query_paths
     errors.install(app)
 
     @app.middleware("http")
@@ -36,13 +38,8 @@ def create_app(rt: Runtime) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(ingress.router, responses=errors.responses(409))
-    routers = (("retriever.api", (502,)), ("services.api.graph", (404,)), ("services.api.admin", (403, 404)))
-    for module, codes in routers:
-        try:
-            mod = __import__(module, fromlist=["router"])
-        except ImportError:  # pragma: no cover - router not built yet
-            continue
-        app.include_router(mod.router, responses=errors.responses(*codes))
+    app.include_router(tools.router, responses=errors.responses(502))
+    app.include_router(graph.router, responses=errors.responses(404))
     openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(

@@ -25,14 +25,14 @@ from schemas.graph import (
     TimeGrain,
 )
 from schemas.validation import BoundedDatetime
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
+from services.viewer import Principals, Viewer
 
 C = TypeVar("C")
 router = APIRouter(tags=["graph"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-ABOUT_MATCHES = 3
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
 
@@ -41,21 +41,18 @@ def _runtime(request: Request) -> Runtime:
     return rt
 
 
-def _principals(request: Request, viewer: Viewer) -> list[str]:
-    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
+def _principals(request: Request, viewer: Viewer) -> Principals:
+    return viewer.expand(_runtime(request).hierarchy)
 
 
 async def _subjects(
-    request: Request, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
+    request: Request, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
         async with _runtime(request).pool.acquire() as conn:
-            found = await reads.resolve_entities(
-                conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_MATCHES
-            )
-        exact = [m for m in found if m.score >= 0.95] or found[:1]
-        seeds += [(m.type, m.id) for m in exact if (m.type, m.id) not in seeds]
+            found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
+        seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
     return seeds
 
 
@@ -97,7 +94,7 @@ async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep
 @router.post("/tools/query_paths", response_model=PathsResponse)
 async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
     rt = _runtime(request)
-    async with _walk_slot(rt):
+    async with _walk_slot(request):
         principals = _principals(request, viewer)
         seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
         async with rt.pool.acquire() as conn:
@@ -124,14 +121,13 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
 
 
 @contextlib.asynccontextmanager
-async def _walk_slot(rt: Runtime) -> AsyncIterator[None]:
+async def _walk_slot(request: Request) -> AsyncIterator[None]:
     """At most ``GRAPH_WALK_CONCURRENCY`` path walks hold a connection at once, so walks cannot take the
     whole pool from passage search; a walk that waits longer than ``GRAPH_WALK_QUEUE_S`` gets 429."""
-    slots: asyncio.Semaphore = rt.extras.setdefault(
-        "graph_walk_slots", asyncio.Semaphore(rt.settings.graph_walk_concurrency)
-    )
+    settings = _runtime(request).settings
+    slots: asyncio.Semaphore = request.app.state.graph_walk_slots
     try:
-        await asyncio.wait_for(slots.acquire(), timeout=rt.settings.graph_walk_queue_s)
+        await asyncio.wait_for(slots.acquire(), timeout=settings.graph_walk_queue_s)
     except TimeoutError:
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,

@@ -217,7 +217,7 @@ async def test_no_crafted_outside_viewer_sees_a_secret(probe: tuple[Settings, ht
     calls = 0
     statuses: dict[int, int] = {}
     for label, headers in viewers:
-        raw = {k: v.encode() for k, v in headers.items()}  # lookalikes are not ASCII: sent as UTF-8 bytes
+        raw = {k.encode(): v.encode() for k, v in headers.items()}  # lookalikes are not ASCII: sent as UTF-8
         for method, path, body in reqs:
             r = await client.request(method, path, json=body, headers=raw)
             calls += 1
