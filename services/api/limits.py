@@ -1,8 +1,8 @@
 """The door of the HTTP API (pure ASGI, outermost): authenticate before a byte of the body is read, and
 bound the bytes actually read.
 
-- Every route but the open ones (health, metrics, API documents) needs ``X-Api-Key``: a missing or
-  wrong key is answered 401 at once, the body left unread.
+- Our routes (``KEYED_PREFIXES``) need ``X-Api-Key``: a missing or wrong key is answered 401 at once,
+  the body left unread.
 - Every database statement a request runs is bounded by ``API_STATEMENT_TIMEOUT_MS``.
 - ``Content-Length`` over ``MAX_REQUEST_BYTES`` -> 413 at once; a body without one (chunked) is
   counted as it streams and cut at the bound -> 413 (the handler never sees more than the bound).
@@ -23,8 +23,10 @@ from schemas.validation import MAX_JSON_DEPTH, Rejected, load_json, scan
 from services.api.errors import error_response
 from services.db.pool import statement_budget
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/asyncapi", "/openapi.json", "/docs", "/redoc"})
-OPEN_PREFIXES = ("/docs/",)
+# Our routes: X-Api-Key checked here, JSON bodies scanned here. Other paths (health, metrics, API documents,
+# doors mounted with their own authentication and error format) only get the byte bound; routes under
+# these prefixes still check the key in their dependencies too.
+KEYED_PREFIXES = ("/ingress/", "/tools/", "/v1/", "/admin/")
 
 
 class BodyTooLarge(HTTPException):
@@ -34,8 +36,8 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, detail={"field": "body", "msg": f"request body over {limit} bytes", "type": "too_large"})
 
 
-def is_open(path: str) -> bool:
-    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+def is_keyed(path: str) -> bool:
+    return path.startswith(KEYED_PREFIXES)
 
 
 class RequestLimits:
@@ -55,7 +57,8 @@ class RequestLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not is_open(scope.get("path", "")) and not self._key_ok(scope):
+        keyed = is_keyed(scope.get("path", ""))
+        if keyed and not self._key_ok(scope):
             await error_response(401, {"field": "X-Api-Key", "msg": "missing or invalid X-Api-Key"})(
                 scope, receive, send
             )
@@ -72,7 +75,7 @@ class RequestLimits:
         except BodyTooLarge as exc:
             await error_response(413, exc.detail)(scope, receive, send)
             return
-        if body and _is_json(scope):
+        if keyed and body and _is_json(scope):
             try:
                 obj = load_json(body)
                 scan(obj, max_depth=MAX_JSON_DEPTH)
