@@ -193,7 +193,8 @@ def validate_envelope(obj: Any, *, prefix: str = "") -> ChangeEnvelope:
     except ValidationError as exc:
         raise Rejected(field_errors(exc, prefix=prefix)) from None
     if (err := needs_author_error(env)) is not None:
-        raise Rejected([err])
+        field = f"{prefix}.{err['field']}" if prefix else err["field"]
+        raise Rejected([err | {"field": field}])
     return env
 
 
