@@ -27,14 +27,15 @@ from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from schemas.validation import Rejected
 from services.embedding_input import embedding_input
 from services.errors import IdempotencyConflictError, InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.idempotency import claim_envelopes, envelope_digest
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
-from services.kafka.decode import decode
+from services.kafka.decode import check_headers
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
@@ -45,13 +46,19 @@ PENDING_BLOB = ""  # replaced by _assign_archive once the batch is applied
 
 
 def parse_envelope(record: Record) -> ChangeEnvelope:
-    """Validate one record; ``InvalidPayloadError`` names the first field at fault."""
-    env = decode(record, ChangeEnvelope)
-    if env.structured_fields and (env.author is None or person_input(env.author) is None):
-        raise UnresolvedAuthorError(
-            "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
-        )
-    return env
+    """Validate one record with the same function HTTP ingress uses (``schemas.envelope.envelope_from_json``);
+    ``InvalidPayloadError`` / ``UnresolvedAuthorError`` name the field at fault."""
+    check_headers(record)
+    try:
+        return envelope_from_json(record.value)
+    except Rejected as exc:
+        if exc.type == "unresolved_author":
+            raise UnresolvedAuthorError(str(exc), field=exc.field, envelope_id=_envelope_id(record)) from None
+        raise InvalidPayloadError(str(exc), field=exc.field, errors=len(exc.errors)) from None
+
+
+def _envelope_id(record: Record) -> str:
+    return record.header("x-envelope-id") or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +94,7 @@ class IngestHandler:
             try:
                 env = parse_envelope(record)
                 parsed.append(_Parsed(record, env, envelope_digest(env)))
-            except InvalidPayloadError as exc:
+            except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
                 await self.dead_letters.send(record, exc)
         if not parsed:
             return

@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # per-request database time (statement_timeout) of HTTP routes; graph walks get their own budget
+    # (a walk that runs out answers the deepest complete level, flagged partial) and a concurrency cap
+    api_statement_timeout_ms: int = Field(default=15_000, ge=100)
+    graph_walk_budget_ms: int = Field(default=4_000, ge=100)
+    graph_walk_concurrency: int = Field(default=2, ge=1)
+    graph_walk_queue_s: float = Field(default=10.0, gt=0)
 
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
