@@ -25,6 +25,7 @@ from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
+from ingest.membership import apply_memberships, is_membership
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
@@ -110,6 +111,11 @@ class IngestHandler:
         self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str]
     ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
         fresh = await repo.claim_events(conn, [str(p.env.envelope_id) for p in parsed])
+        # org directory changes apply in the same transaction (ingest/membership.py); they touch no document
+        await apply_memberships(
+            conn, [p.env for p in parsed if is_membership(p.env) and str(p.env.envelope_id) in fresh]
+        )
+        parsed = [p for p in parsed if not is_membership(p.env)]
         new = [p for p in parsed if str(p.env.envelope_id) in fresh]
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)

@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from services.api import health, ingress
+from services.api import health, ingress, mcp, memories
+from services.directory import load_static_members
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
 
 def create_app(rt: Runtime) -> FastAPI:
     api_key = rt.settings.require_api_key().get_secret_value()
+    mcp_server = mcp.build_mcp_server(lambda: app.state.runtime, mcp.http_viewer)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp_server.session_manager.run():  # the MCP transport's sessions live in the host app
+            yield
+
     app = FastAPI(
         title="Org Memory",
         version="0.1.0",
         description="Workplace memory for AI agents: viewer-scoped passages, facts and relationship paths.",
+        lifespan=lifespan,
     )
     app.state.runtime = rt
     app.state.api_key = api_key
+    app.state.static_members = load_static_members(rt.settings.org_hierarchy_path)
     max_bytes = rt.settings.max_request_bytes
 
     @app.middleware("http")
@@ -41,6 +52,8 @@ def create_app(rt: Runtime) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(ingress.router)
+    app.include_router(memories.router)
+    mcp.mount(app, mcp_server, rt.settings)
     for module in ("retriever.api", "services.api.graph", "services.api.admin"):
         try:
             mod = __import__(module, fromlist=["router"])

@@ -44,11 +44,11 @@ def _principals(request: Request, viewer: Viewer) -> list[str]:
 
 
 async def _subjects(
-    request: Request, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
+    rt: Runtime, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
-        async with _runtime(request).pool.acquire() as conn:
+        async with rt.pool.acquire() as conn:
             found = await reads.resolve_entities(
                 conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_MATCHES
             )
@@ -57,11 +57,11 @@ async def _subjects(
     return seeds
 
 
-@router.post("/tools/query_facts", response_model=FactsResponse)
-async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+# The tool implementations, shared by the HTTP routes below and the MCP server (services/api/mcp.py).
+async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) -> FactsResponse:
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
+    async with rt.pool.acquire() as conn:
         facts = await reads.query_facts(
             conn,
             workspace=body.workspace,
@@ -76,11 +76,10 @@ async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerD
     return FactsResponse(subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts)
 
 
-@router.post("/tools/diff_facts", response_model=FactDiff)
-async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
+    async with rt.pool.acquire() as conn:
         return await reads.diff_facts(
             conn,
             workspace=body.workspace,
@@ -92,11 +91,10 @@ async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep
         )
 
 
-@router.post("/tools/query_paths", response_model=PathsResponse)
-async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) -> PathsResponse:
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    seeds = await _subjects(rt, body.workspace, principals, body.seeds, body.about)
+    async with rt.pool.acquire() as conn:
         paths = await reads.query_paths(
             conn,
             workspace=body.workspace,
@@ -111,6 +109,21 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
         )
     briefs = {p.seed.id: p.seed for p in paths}
     return PathsResponse(seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths)
+
+
+@router.post("/tools/query_facts", response_model=FactsResponse)
+async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
+    return await run_query_facts(_runtime(request), viewer, body)
+
+
+@router.post("/tools/diff_facts", response_model=FactDiff)
+async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
+    return await run_diff_facts(_runtime(request), viewer, body)
+
+
+@router.post("/tools/query_paths", response_model=PathsResponse)
+async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
+    return await run_query_paths(_runtime(request), viewer, body)
 
 
 async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:
