@@ -352,3 +352,24 @@ def mount(app: Any, server: MCPServer[Any], settings: Any) -> None:
     )
     guarded = McpAuth(StreamableHTTPASGIApp(server.session_manager), load_tokens(settings.mcp_tokens_path))
     app.router.routes.append(Route("/mcp", endpoint=guarded, methods=["GET", "POST", "DELETE"]))
+
+
+def parse_stdio_principal(principal: str | None, groups: str | None) -> tuple[str, tuple[str, ...] | None]:
+    """The fixed stdio viewer; ``ConfigurationError`` (the process refuses to start) without a valid one."""
+    from schemas.envelope import PRINCIPAL_RE
+
+    if not principal:
+        raise ConfigurationError(
+            "orgmem mcp needs the principal it acts for: --principal user:<uuid> (or ORGMEM_MCP_PRINCIPAL)",
+            setting="ORGMEM_MCP_PRINCIPAL",
+        )
+    pid = principal.strip().lower()
+    if not PRINCIPAL_RE.match(pid) or not pid.startswith("user:"):
+        raise ConfigurationError(f"--principal must be user:<uuid>, got {principal[:80]!r}", setting="--principal")
+    if groups is None:
+        return pid, None
+    parsed = tuple(sorted({g.strip().lower() for g in groups.split(",") if g.strip()}))
+    bad = [g for g in parsed if not PRINCIPAL_RE.match(g) or not g.startswith("group:")]
+    if bad:
+        raise ConfigurationError(f"--groups must be group:<uuid>, got {bad[0][:80]!r}", setting="--groups")
+    return pid, parsed
