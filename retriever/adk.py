@@ -70,7 +70,7 @@ def _event_text(event: Event) -> str:
     return "\n".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False)).strip()
 
 
-class OrgMemoryService(BaseMemoryService):  # type: ignore[misc]
+class OrgMemoryService(BaseMemoryService):
     def __init__(
         self,
         client: OrgMemoryClient,
