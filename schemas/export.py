@@ -20,6 +20,8 @@ CONTRACTS: dict[str, str] = {
     "graph_event.v1": "schemas.graph:GraphEvent",
     "retrieve_context.request.v1": "schemas.tools:RetrieveContextRequest",
     "retrieve_context.response.v1": "schemas.tools:RetrieveContextResponse",
+    "remember.request.v1": "schemas.memory:RememberRequest",
+    "remember.response.v1": "schemas.memory:RememberResponse",
 }
 
 
