@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from schemas.envelope import PRINCIPAL_RE
+from services.errors import ConfigurationError
 
 MAX_DIRECTORY_GROUPS = 512
 
@@ -41,10 +42,14 @@ def static_members(config: Mapping[str, Any]) -> dict[str, frozenset[str]]:
 
 
 def load_static_members(path: Path | None) -> dict[str, frozenset[str]]:
+    """The hierarchy file's ``members``; ``ConfigurationError`` naming ``ORG_HIERARCHY_PATH`` when invalid."""
     if path is None:
         return {}
-    data: dict[str, Any] = json.loads(path.read_text())
-    return static_members(data)
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return static_members(data)
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConfigurationError(f"invalid org hierarchy members: {exc}", setting="ORG_HIERARCHY_PATH") from exc
 
 
 async def groups_of(conn: asyncpg.Connection, member: str, at: datetime | None = None) -> list[str]:

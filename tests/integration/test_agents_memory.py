@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -201,3 +202,18 @@ async def test_membership_add_remove_changes_visibility(api: tuple[Settings, htt
         headers=H,
     )
     assert invalid.status_code == 422 and "membership.group" in invalid.json()["detail"]["field"]
+
+
+async def test_static_members_from_the_hierarchy_file(settings_factory: Any, pipeline: Any, tmp_path: Path) -> None:
+    path = hierarchy_file(tmp_path)
+    config = json.loads(path.read_text())
+    config["groups"][T1]["members"] = [f"user:{DAVE}"]
+    path.write_text(json.dumps(config))
+    s: Settings = await settings_factory(org_hierarchy_path=path)
+    rt = await pipeline("ingest", "embed", settings_override=s)
+    await load_corpus(s)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as client:
+        assert await _finds(client, viewer(f"user:{DAVE}"), "quintrel", "team-1")  # team 1 via members
+        assert await _finds(client, viewer(f"user:{DAVE}"), "plumbrik", "division")  # and up the hierarchy
+        assert not await _finds(client, viewer(f"user:{DAVE}"), "vexmorn", "team-2")
+        assert not await _finds(client, viewer(f"user:{uuid.uuid4()}"), "quintrel", "team-1")
