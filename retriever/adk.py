@@ -75,26 +75,34 @@ class OrgMemoryService(BaseMemoryService):
         self,
         client: OrgMemoryClient,
         *,
+        writer: OrgMemoryClient | None = None,
         default_scope: str = "user",
         limit: int = 10,
         workspace: str = "default",
     ) -> None:
+        """``client`` searches (HTTP or Kafka); writes go through ``writer`` (HTTP), default ``client``."""
         self.client = client
+        self.writer = writer or client
         self.default_scope = default_scope
         self.limit = limit
         self.workspace = workspace
-        self._started = False
+        self._started: set[int] = set()
+        self._written: set[tuple[str, str, str | None, str]] = set()  # (app, user, session, event) sent
+
+    async def _ready(self, client: OrgMemoryClient) -> OrgMemoryClient:
+        if id(client) not in self._started:
+            await client.start()
+            self._started.add(id(client))
+        return client
 
     async def _client(self) -> OrgMemoryClient:
-        if not self._started:
-            await self.client.start()
-            self._started = True
-        return self.client
+        return await self._ready(self.client)
 
     async def aclose(self) -> None:
-        if self._started:
-            await self.client.close()
-            self._started = False
+        for c in {id(self.client): self.client, id(self.writer): self.writer}.values():
+            if id(c) in self._started:
+                await c.close()
+        self._started.clear()
 
     def _viewer(self, user_id: str) -> str:
         pid = user_principal(user_id)
@@ -150,7 +158,7 @@ class OrgMemoryService(BaseMemoryService):
         title: str | None = None,
     ) -> str:
         scope = str((custom_metadata or {}).get("scope") or self.default_scope)
-        client = await self._client()
+        client = await self._ready(self.writer)
         body: dict[str, Any] = {
             "text": text,
             "scope": scope,
@@ -181,7 +189,8 @@ class OrgMemoryService(BaseMemoryService):
     ) -> None:
         for event in events:
             text = _event_text(event)
-            if not text:
+            seen = (app_name, user_id, session_id, event.id)
+            if not text or seen in self._written:  # re-adding a session writes only its new events
                 continue
             await self._write(
                 app_name=app_name,
@@ -192,6 +201,7 @@ class OrgMemoryService(BaseMemoryService):
                 custom_metadata=custom_metadata,
                 title=f"{event.author} in {app_name}",
             )
+            self._written.add(seen)
 
     async def add_memory(
         self,
@@ -221,7 +231,7 @@ class OrgMemoryService(BaseMemoryService):
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         if not memory_id:
             raise ConfigurationError("delete_memory needs memory_id", field="memory_id")
-        client = await self._client()
+        client = await self._ready(self.writer)
         await client.forget(memory_id, principal_id=self._viewer(user_id), workspace=self.workspace)
 
 

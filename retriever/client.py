@@ -355,7 +355,7 @@ class OrgMemoryClient:
         cid = uuid.uuid4().hex
         body = RpcRequest(
             tool=tool,
-            viewer=RpcViewer(principal_id=principal_id, groups=list(groups)),
+            viewer=RpcViewer(principal_id=principal_id, groups=list(groups) if groups else None),
             request=req.model_dump(mode="json", exclude_none=True),
         )
         fut: asyncio.Future[RpcReply] = asyncio.get_running_loop().create_future()

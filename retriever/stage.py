@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faststream import AckPolicy
@@ -34,6 +34,7 @@ from retriever.service import RetrieverService
 from retriever.wiring import get_service
 from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
 from services.api.auth import Viewer
+from services.directory import directory_groups, load_static_members
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
@@ -70,6 +71,7 @@ class RpcHandler:
         self.namespace = namespace
         self.slots = asyncio.Semaphore(concurrency)
         self.served = self.expired = 0
+        self.static_members: Mapping[str, frozenset[str]] = {}
 
     async def __call__(self, records: Sequence[Record]) -> None:
         await asyncio.gather(*(self.handle(r) for r in records))
@@ -108,12 +110,13 @@ class RpcHandler:
             rpc = RpcRequest.model_validate_json(body)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc))
-        viewer = Viewer(
-            rpc.viewer.principal_id.lower() if rpc.viewer.principal_id else None,
-            tuple(sorted({g.lower() for g in rpc.viewer.groups})),
-            frozenset(),
-        )
+        pid = rpc.viewer.principal_id.lower() if rpc.viewer.principal_id else None
         try:
+            if rpc.viewer.groups is None and pid:  # no groups given: the org directory's
+                groups = await directory_groups(self.service.pool, self.static_members, pid)
+            else:
+                groups = tuple(sorted({g.lower() for g in rpc.viewer.groups or []}))
+            viewer = Viewer(pid, groups, frozenset())
             result: BaseModel
             if rpc.tool == "retrieve_context":
                 req = RetrieveContextRequest.model_validate(rpc.request)
@@ -161,6 +164,7 @@ def register(rt: Runtime) -> None:
     service = get_service(rt)
     dead_letters = DeadLetters(rt.publisher, dlq_topic(s, STAGE), STAGE)
     handler = RpcHandler(service, rt.publisher, dead_letters, s.topic_namespace)
+    handler.static_members = load_static_members(s.org_hierarchy_path)
     rt.extras["retrieve_handler"] = handler
 
     @rt.broker.subscriber(

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from schemas.tools import Subject, Workspace
+from schemas.tools import Workspace
 
 MAX_MEMORY_CHARS = 20_000
 MemoryKind = Literal["note", "decision", "preference", "fact", "procedure"]
@@ -44,7 +44,6 @@ class RememberRequest(BaseModel):
         description='"user" (only the caller sees it) or a group principal group:<uuid> the caller belongs to '
         "(a team, division or org): every member beneath it can retrieve it",
     )
-    subjects: list[Subject] = Field(default_factory=list, max_length=20)
     source: MemorySource = Field(default_factory=MemorySource)
     workspace: Workspace = "default"
 

@@ -67,3 +67,12 @@ async def members_at(conn: asyncpg.Connection, workspace: str, group: str, at: d
     """Who was a member of ``group`` at ``at`` (the table the governance permission history builds on)."""
     rows = await conn.fetch("SELECT member FROM directory_members_at($1, $2, $3) ORDER BY member", workspace, group, at)
     return [r["member"] for r in rows]
+
+
+async def directory_groups(
+    pool: asyncpg.Pool, static: Mapping[str, frozenset[str]], principal_id: str
+) -> tuple[str, ...]:
+    """A viewer's groups now: the log-fed directory plus the hierarchy file's ``members``."""
+    async with pool.acquire() as conn:
+        found = await groups_of(conn, principal_id)
+    return tuple(sorted(set(found) | static.get(principal_id, frozenset())))

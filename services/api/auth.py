@@ -83,9 +83,7 @@ async def require_viewer(
 async def directory_groups(request: Request, principal_id: str) -> tuple[str, ...]:
     """The groups the org directory gives ``principal_id`` now (log-fed table + hierarchy ``members``)."""
     static: dict[str, frozenset[str]] = getattr(request.app.state, "static_members", {})
-    async with request.app.state.runtime.pool.acquire() as conn:
-        found = await directory.groups_of(conn, principal_id)
-    return tuple(sorted(set(found) | static.get(principal_id, frozenset())))
+    return await directory.directory_groups(request.app.state.runtime.pool, static, principal_id)
 
 
 async def require_admin(

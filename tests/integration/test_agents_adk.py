@@ -77,7 +77,7 @@ def _membership(group: str, members: list[str]) -> ChangeEnvelope:
 @pytest.fixture
 async def org(settings_factory: Any, pipeline: Any, tmp_path: Path) -> AsyncIterator[tuple[Settings, str]]:
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
-    rt = await pipeline("ingest", "embed", settings_override=s)
+    rt = await pipeline("ingest", "embed", "retrieve", settings_override=s)
     await produce(s, _membership(f"group:{T1}", [ALICE, MATE]))  # ADK sends only user ids: the directory knows
     async with serve_app(create_app(rt)) as url:
         yield s, url
@@ -121,6 +121,19 @@ async def test_team_memory_through_runner(org: tuple[Settings, str]) -> None:
     assert entry.custom_metadata["source"] == "agent" and entry.custom_metadata["scope"] == "team"
     assert entry.timestamp and entry.id == entry.custom_metadata["external_id"]
     assert len({m.id for m in found.memories if "snorkelwhip" in str(m.content.parts)}) == 1
+
+    # the Kafka transport searches the same way (groups from the directory, server-side)
+    settings = org[0]
+    over_kafka = adk.OrgMemoryService(
+        OrgMemoryClient.kafka(settings.kafka_bootstrap_servers, namespace=settings.topic_namespace)
+    )
+    try:
+        via_kafka = await over_kafka.search_memory(app_name=APP, user_id=MATE, query="snorkelwhip budget")
+        assert entry.id in {m.id for m in via_kafka.memories}
+        outsider = await over_kafka.search_memory(app_name=APP, user_id=OUTSIDER, query="snorkelwhip budget")
+        assert entry.id not in {m.id for m in outsider.memories}
+    finally:
+        await over_kafka.aclose()
 
     # load_memory: the teammate's new session finds it; the outsider's does not
     loader = LlmAgent(name="helper", model=ScriptedLlm(model="scripted"), tools=[load_memory_tool])
