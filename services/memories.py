@@ -4,6 +4,7 @@
   agent, session id, event id) — or of the text when no event id is given — so a retried write is one
   memory (same document, same version content).
 - author = the caller: a verified ``principal`` identity ``user:<uuid>`` (so ``forget`` can check it).
+- the kind is kept in the title (``decision: <title>``, or ``decision from <agent>`` without one).
 - ACL: scope ``user`` -> ``[caller]``; scope ``group:<uuid>`` -> ``[group]``, allowed only when the
   caller holds the group (directly, through the directory, or as an ancestor in the hierarchy).
 - ``forget`` is a tombstone (op ``delete``), allowed to the memory's author and to admins.
@@ -85,7 +86,7 @@ def memory_envelope(req: RememberRequest, caller: Caller, *, now: datetime | Non
         "event_time": event_time.isoformat(),
         "document": {
             "kind": "document",
-            "title": req.title or f"{req.kind} from {req.source.agent}",
+            "title": f"{req.kind}: {req.title}" if req.title else f"{req.kind} from {req.source.agent}",
             "text": req.text,
             "thread_external_id": req.source.session_id,
         },

@@ -41,6 +41,9 @@ def test_memory_envelope_scope_acl_and_stable_id() -> None:
     )
     env = memory_envelope(req, caller)
     assert env.source.system == "agent" and env.acl.principals == [TEAM]
+    assert env.document is not None and env.document.title == "note from a" and env.document.text == req.text
+    titled = RememberRequest.model_validate({"text": "x", "title": "Ship days", "kind": "decision"})
+    assert memory_envelope(titled, caller).document.title == "decision: Ship days"  # type: ignore[union-attr]
     assert env.author is not None and env.author.identities[0].value == USER
     assert env.source.external_id == memory_id("default", USER, req)
     assert memory_envelope(req, caller).source.external_id == env.source.external_id  # retried -> same memory
