@@ -15,11 +15,12 @@ import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from schemas.envelope import ChangeEnvelope
 from services.api.app import create_app
 from services.settings import Settings
 from tests.integration.agents_helpers import mcp_session, serve_app
-from tests.integration.helpers import eventually
-from tests.integration.retriever_fixtures import ALICE, DOCS, T1, VIEWERS, hierarchy_file, load_corpus
+from tests.integration.helpers import eventually, produce
+from tests.integration.retriever_fixtures import ALICE, DAVE, DOCS, T1, VIEWERS, hierarchy_file, load_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 TEAMMATE = f"user:{uuid.uuid4()}"  # another member of team 1
@@ -43,7 +44,14 @@ BOB_H = headers(VIEWERS["bob"].principal, VIEWERS["bob"].groups)
 @pytest.fixture
 async def served(settings_factory: Any, pipeline: Any, tmp_path: Path) -> AsyncIterator[tuple[Settings, str]]:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"tok-alice": {"principal_id": f"user:{ALICE}", "groups": [f"group:{T1}"]}}))
+    tokens.write_text(
+        json.dumps(
+            {
+                "tok-alice": {"principal_id": f"user:{ALICE}", "groups": [f"group:{T1}"]},
+                "tok-dave": {"principal_id": f"user:{DAVE}"},  # no groups: the org directory's
+            }
+        )
+    )
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path), mcp_tokens_path=tokens)
     rt = await pipeline("ingest", "embed", settings_override=s)
     await load_corpus(s)
@@ -120,6 +128,7 @@ async def test_remember_then_retrieve_scoped_and_no_leaks(served: tuple[Settings
             results.append(await _retrieve(bob, doc.word))
         forgot = await bob.call_tool("forget", {"memory_id": memory_id})
     for r in results:
+        assert not r.is_error, _text(r)
         content = {k: v for k, v in (r.structured_content or {}).items() if k not in ("diagnostics", "temporal_plan")}
         dumped = _text(r) + json.dumps(content)  # diagnostics/plan echo the viewer's own query, nothing else
         for secret in secrets:
@@ -222,3 +231,26 @@ async def test_stdio_server(served: tuple[Settings, str]) -> None:
     )
     _, err = await asyncio.wait_for(refused.communicate(), 60)
     assert refused.returncode == 2 and b"--principal" in err
+
+
+async def test_bearer_without_groups_uses_the_directory(served: tuple[Settings, str]) -> None:
+    settings, url = served
+    async with mcp_session(url, {"Authorization": "Bearer tok-dave"}) as dave:
+        before = await _retrieve(dave, "quintrel")
+        assert "team-1" not in {p["external_id"] for p in before.structured_content["passages"]}
+        membership = ChangeEnvelope.model_validate(
+            {
+                "envelope_id": str(uuid.uuid4()),
+                "op": "membership",
+                "source": {"system": "directory", "external_id": T1},
+                "event_time": "2024-01-01T00:00:00Z",
+                "membership": {"group": f"group:{T1}", "added": [f"user:{DAVE}"]},
+            }
+        )
+        await produce(settings, membership)
+
+        async def sees() -> bool:
+            r = await _retrieve(dave, "quintrel")
+            return "team-1" in {p["external_id"] for p in r.structured_content["passages"]}
+
+        await eventually(sees, timeout=60, interval=0.5)
