@@ -70,9 +70,8 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from services.db.pool import create_pool
     from services.health import check_kafka, check_postgres, check_store
-    from services.kafka.lag import group_lag
     from services.objectstore import build_object_store
-    from services.stages import available_stages
+    from services.stages import available_stages, stage_lag
 
     rows: dict[str, Any] = {}
     try:
@@ -93,7 +92,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     if not str(rows["kafka"]).startswith("DOWN"):
         for stage in available_stages():
             try:
-                lag = await group_lag(settings, stage)
+                lag = await stage_lag(settings, stage)
                 lags[stage] = {"group": lag.group, "topic": lag.topic, "lag": lag.lag}
             except Exception as exc:  # status reports, it does not fail
                 lags[stage] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -105,15 +104,16 @@ async def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     """MCP over stdio for desktop clients; the principal is fixed at start (flags or ORGMEM_MCP_* env)."""
     import os
 
-    from services.api.auth import Viewer
     from services.api.mcp import build_mcp_server, parse_stdio_principal
     from services.directory import groups_of, load_static_members
     from services.runtime import build_runtime
+    from services.viewer import Viewer
+    from services.wiring import build_clients
 
     principal = args.principal or os.environ.get("ORGMEM_MCP_PRINCIPAL")
     raw_groups = args.groups if args.groups is not None else os.environ.get("ORGMEM_MCP_GROUPS")
     pid, groups = parse_stdio_principal(principal, raw_groups)
-    rt = await build_runtime(settings)
+    rt = await build_runtime(settings, build_clients)  # the retriever needs the embedder
     try:
         await rt.publisher.start()
         if groups is None:  # no explicit groups: the org directory's, once at start

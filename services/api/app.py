@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from services.api import health, ingress, mcp, memories
+from services.api import graph, health, ingress, mcp, memories, tools
 from services.directory import load_static_members
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
@@ -54,10 +54,6 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(ingress.router)
     app.include_router(memories.router)
     mcp.mount(app, mcp_server, rt.settings)
-    for module in ("retriever.api", "services.api.graph", "services.api.admin"):
-        try:
-            mod = __import__(module, fromlist=["router"])
-        except ImportError:  # pragma: no cover - router not built yet
-            continue
-        app.include_router(mod.router)
+    app.include_router(tools.router)
+    app.include_router(graph.router)
     return app

@@ -23,14 +23,14 @@ from schemas.graph import (
     SubjectRef,
     TimeGrain,
 )
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
+from services.viewer import Principals, Viewer
 
 C = TypeVar("C")
 router = APIRouter(tags=["graph"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-ABOUT_MATCHES = 3
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
 
@@ -39,27 +39,24 @@ def _runtime(request: Request) -> Runtime:
     return rt
 
 
-def _principals(request: Request, viewer: Viewer) -> list[str]:
-    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
+def _principals(request: Request, viewer: Viewer) -> Principals:
+    return viewer.expand(_runtime(request).hierarchy)
 
 
 async def _subjects(
-    rt: Runtime, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
+    rt: Runtime, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
         async with rt.pool.acquire() as conn:
-            found = await reads.resolve_entities(
-                conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_MATCHES
-            )
-        exact = [m for m in found if m.score >= 0.95] or found[:1]
-        seeds += [(m.type, m.id) for m in exact if (m.type, m.id) not in seeds]
+            found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
+        seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
     return seeds
 
 
 # The tool implementations, shared by the HTTP routes below and the MCP server (services/api/mcp.py).
 async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) -> FactsResponse:
-    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    principals = viewer.expand(rt.hierarchy)
     seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
     async with rt.pool.acquire() as conn:
         facts = await reads.query_facts(
@@ -77,7 +74,7 @@ async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) 
 
 
 async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
-    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    principals = viewer.expand(rt.hierarchy)
     seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
     async with rt.pool.acquire() as conn:
         return await reads.diff_facts(
@@ -92,7 +89,7 @@ async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) ->
 
 
 async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) -> PathsResponse:
-    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    principals = viewer.expand(rt.hierarchy)
     seeds = await _subjects(rt, body.workspace, principals, body.seeds, body.about)
     async with rt.pool.acquire() as conn:
         paths = await reads.query_paths(

@@ -44,12 +44,13 @@ from schemas.graph import DiffFactsRequest, QueryFactsRequest, QueryPathsRequest
 from schemas.memory import RememberRequest
 from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest, Workspace
 from services.api import graph
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.api.memories import caller_of, get_memory_service
 from services.errors import ConfigurationError, OrgMemoryError
 from services.memories import MemoryWriteError
 from services.metrics import RETRIEVALS
 from services.runtime import Runtime
+from services.viewer import Viewer
 
 log = logging.getLogger("orgmem.mcp")
 VIEWER_STATE = "orgmem_viewer"

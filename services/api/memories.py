@@ -8,22 +8,25 @@ from __future__ import annotations
 
 import math
 from typing import Annotated
+from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.memories import Caller, MemoryService, MemoryWriteError
 from services.runtime import Runtime
 from services.throttle import WriteThrottle
+from services.viewer import Viewer
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
-EXTRA_KEY = "memories"
+_SERVICES: WeakKeyDictionary[Runtime, MemoryService] = WeakKeyDictionary()
 
 
 def get_memory_service(rt: Runtime) -> MemoryService:
-    existing = rt.extras.get(EXTRA_KEY)
-    if isinstance(existing, MemoryService):
+    """The runtime's memory-write service (one throttle per process runtime); built on first use."""
+    existing = _SERVICES.get(rt)
+    if existing is not None:
         return existing
     s = rt.settings
     svc = MemoryService(
@@ -32,7 +35,7 @@ def get_memory_service(rt: Runtime) -> MemoryService:
         topic=s.topic("envelopes"),
         throttle=WriteThrottle(cooldown_s=s.memory_write_cooldown_s, cap=s.memory_write_cap),
     )
-    rt.extras[EXTRA_KEY] = svc
+    _SERVICES[rt] = svc
     return svc
 
 

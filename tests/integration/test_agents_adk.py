@@ -49,9 +49,8 @@ class ScriptedLlm(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         self.requests.append(llm_request)
         last = llm_request.contents[-1] if llm_request.contents else None
-        responses = [p.function_response for p in (last.parts or [])] if last else []
-        responses = [r for r in responses if r is not None]
-        if responses:
+        responses = [p.function_response for p in (last.parts or []) if p.function_response] if last else []
+        if responses and responses[0] is not None:
             text = f"memories: {responses[0].response}"
         elif "load_memory" in (llm_request.tools_dict or {}):
             call = types.FunctionCall(name="load_memory", args={"query": "snorkelwhip budget"})

@@ -3,6 +3,7 @@ retries for 5xx and timeouts (never for 4xx), remember/forget paths and headers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from datetime import UTC, datetime
@@ -38,7 +39,7 @@ def _no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
     async def instant(_: float) -> None:
         return None
 
-    monkeypatch.setattr(client_mod.asyncio, "sleep", instant)
+    monkeypatch.setattr(asyncio, "sleep", instant)  # the client's backoff sleeps
 
 
 def test_backoff_is_bounded_full_jitter() -> None:
