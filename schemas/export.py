@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from schemas.graph import GraphEvent
+from schemas.memory import RememberRequest, RememberResponse
 from schemas.tools import RetrieveContextRequest, RetrieveContextResponse
 
 OUT = Path(__file__).parent / "json"
@@ -24,6 +25,8 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "graph_event.v1": GraphEvent,
     "retrieve_context.request.v1": RetrieveContextRequest,
     "retrieve_context.response.v1": RetrieveContextResponse,
+    "remember.request.v1": RememberRequest,
+    "remember.response.v1": RememberResponse,
 }
 """Every exported contract, imported statically: a renamed or removed model fails at import, never skipped."""
 

@@ -59,6 +59,17 @@ class Settings(BaseSettings):
     graph_walk_concurrency: int = Field(default=2, ge=1)
     graph_walk_queue_s: float = Field(default=10.0, gt=0)
 
+    # --- agents (MCP, memory writes) -------------------------------------------------------------
+    memory_write_cooldown_s: float = Field(default=0.0, ge=0, description="seconds between writes of a session")
+    memory_write_cap: int = Field(default=200, ge=1, description="memory writes per (principal, session)")
+    mcp_allowed_hosts: str = Field(
+        default="127.0.0.1:*,localhost:*,[::1]:*", description="Host header allow-list of /mcp (comma-separated)"
+    )
+    mcp_allowed_origins: str = Field(default="http://127.0.0.1:*,http://localhost:*,http://[::1]:*")
+    mcp_tokens_path: Path | None = Field(
+        default=None, description='bearer tokens of /mcp: {"<token>": {"principal_id": "user:…", "groups": [...]}}'
+    )
+
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
     embedding_model: str = "text-embedding-3-small"
