@@ -137,6 +137,10 @@ class Fact(_Read):
     confidence: float
     status: str = "active"
     evidence: list[FactEvidence] = Field(default_factory=list)
+    direction: Direction | None = Field(
+        default=None,
+        description="relative to the entity the read asked about: outgoing = it is the subject, incoming = the object",
+    )
 
 
 class FactChange(_Read):

@@ -12,7 +12,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.graph import (
     DiffFactsRequest,
-    EntityBrief,
     EntityCard,
     FactDiff,
     FactsResponse,
@@ -71,9 +70,10 @@ async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerD
             believed_as_of=body.believed_as_of,
             as_of_grain=body.as_of_grain,
             limit=body.limit,
+            direction="both",  # a fact is found from its subject and from its object
         )
-    briefs = {f.subject.id: f.subject for f in facts}
-    return FactsResponse(subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts)
+        briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
+    return FactsResponse(subjects=briefs, facts=facts)
 
 
 @router.post("/tools/diff_facts", response_model=FactDiff)
@@ -109,8 +109,8 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
             as_of_grain=body.as_of_grain,
             limit=body.limit,
         )
-    briefs = {p.seed.id: p.seed for p in paths}
-    return PathsResponse(seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths)
+        briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
+    return PathsResponse(seeds=briefs, paths=paths)
 
 
 async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:

@@ -67,8 +67,8 @@ async def entity_card(
         type=row["type"],
         name=row["name"],
         aliases=aliases,
-        facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, **kw),
-        incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True, **kw),
+        facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, direction="outgoing", **kw),
+        incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, direction="incoming", **kw),
     )
 
 
