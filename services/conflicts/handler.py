@@ -143,7 +143,12 @@ class ConflictsHandler:
         await repo.propose_merges(conn, workspace, proposals)
         current = await repo.current_people(conn, people.values())
         people = {k: current.get(v, v) for k, v in people.items()}
-        await repo.ensure_person_entities(conn, workspace, people.values())
+        # authors and participants get an entity row too (person cards, person↔project edges)
+        ctx_ids = {p for e in events for p in e.context_person_ids}
+        ctx_current = await repo.current_people(conn, ctx_ids)
+        await repo.ensure_person_entities(
+            conn, workspace, [*people.values(), *(ctx_current.get(p, p) for p in ctx_ids)]
+        )
         out.update(people)
         rows: list[tuple[uuid.UUID, str, str, str]] = []
         named: list[tuple[uuid.UUID, ExtractedEntity, str]] = []

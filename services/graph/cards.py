@@ -16,6 +16,7 @@ import asyncpg
 
 from schemas.graph import Collaborator, EntityBrief, EntityCard, PersonCard
 from services.collaboration.weights import HALF_LIFE_DAYS
+from services.graph.projects import PROJECT_TYPES, person_projects, project_people
 from services.graph.reads import current_ids, query_facts
 from services.graph.temporal import Params, entity_acl_sql
 
@@ -69,6 +70,9 @@ async def entity_card(
         aliases=aliases,
         facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, direction="outgoing", **kw),
         incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, direction="incoming", **kw),
+        contributors=await project_people(conn, workspace=workspace, viewer=viewer, entity=row["id"])
+        if row["type"] in PROJECT_TYPES
+        else [],
     )
 
 
@@ -140,4 +144,5 @@ async def person_card(
         facts=card.facts,
         incoming=card.incoming,
         collaborators=await collaborators(conn, workspace=workspace, viewer=viewer, person=card.id),
+        projects=await person_projects(conn, workspace=workspace, viewer=viewer, person=card.id),
     )

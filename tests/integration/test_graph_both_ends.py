@@ -63,3 +63,43 @@ async def test_facts_from_the_object_end(settings: Settings, pipeline: Any) -> N
             headers=headers(g),
         )
         assert [f["predicate"] for f in r.json()["structured_facts"]] == ["founded"]
+
+
+async def test_person_project_edges_on_both_cards(settings: Settings, pipeline: Any) -> None:
+    rt = await pipeline(*STAGES)
+    g, secret = principal(), principal()
+    bea = [{"email": "bea@corp.example", "display_name": "Bea Nolan"}]
+    al = {"author_email": "al@corp.example", "author_name": "Al Moss"}
+    await produce(
+        settings,
+        envelope("P/1", "Status of Project Heron: the migration is on track.", principals=[g], participants=bea, **al),
+        envelope("P/2", "Project Heron load tests done.", principals=[g], event_time=later(10), **al),
+        envelope("K/1", "Project Kite kickoff notes.", principals=[g], **al),
+        # a private document names Kite: under the all-visible rule Kite disappears for g
+        envelope("K/2", "Project Kite budget draft.", principals=[secret], author_email="cal@corp.example"),
+    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) = 4 FROM processed_events WHERE stage = 'conflicts'"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+        r = await c.post("/tools/query_facts", json={"about": "Heron"}, headers=headers(g))
+        [heron] = r.json()["subjects"]
+        assert heron["type"] == "project" and heron["name"] == "Heron"
+        card = await c.get(f"/v1/graph/entities/{heron['id']}", headers=headers(g))
+        assert card.status_code == 200, card.text
+        people = {x["entity"]["name"]: x for x in card.json()["contributors"]}
+        assert set(people) == {"Al Moss", "Bea Nolan"}
+        assert people["Al Moss"]["roles"] == ["author"] and people["Al Moss"]["count"] == 2
+        assert people["Bea Nolan"]["roles"] == ["participant"] and people["Bea Nolan"]["count"] == 1
+        assert people["Al Moss"]["weight"] > people["Bea Nolan"]["weight"]
+        al_id = people["Al Moss"]["entity"]["id"]
+        pc = await c.get(f"/v1/graph/persons/{al_id}", headers=headers(g))
+        assert pc.status_code == 200, pc.text
+        # Kite is named by a document g cannot see: not on g's card
+        [proj] = pc.json()["projects"]
+        assert proj["entity"]["name"] == "Heron" and len(proj["evidence"]) == 2
+        both = await c.get(f"/v1/graph/persons/{al_id}", headers=headers(g, secret))
+        assert {x["entity"]["name"] for x in both.json()["projects"]} == {"Heron", "Kite"}
+        r = await c.post("/tools/query_facts", json={"about": "Kite"}, headers=headers(g, secret))
+        [kite] = r.json()["subjects"]
+        assert (await c.get(f"/v1/graph/entities/{kite['id']}", headers=headers(g))).status_code == 404
+        kc = await c.get(f"/v1/graph/entities/{kite['id']}", headers=headers(g, secret))
+        assert len(kc.json()["contributors"]) == 2
