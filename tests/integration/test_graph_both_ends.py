@@ -50,7 +50,12 @@ async def test_facts_from_the_object_end(settings: Settings, pipeline: Any) -> N
         # retrieve_context with about gets the same fact
         r = await c.post(
             "/tools/retrieve_context",
-            json={"query": "who started the company?", "about": "Voltana Robotics", "mode": "graph_first", "arms": "lexical"},
+            json={
+                "query": "who started the company?",
+                "about": "Voltana Robotics",
+                "mode": "graph_first",
+                "arms": "lexical",
+            },
             headers=headers(g),
         )
         assert r.status_code == 200, r.text
@@ -59,7 +64,12 @@ async def test_facts_from_the_object_end(settings: Settings, pipeline: Any) -> N
         # and with explicit subjects
         r = await c.post(
             "/tools/retrieve_context",
-            json={"query": "founders", "subjects": [{"type": "organization", "id": org}], "mode": "graph_first", "arms": "lexical"},
+            json={
+                "query": "founders",
+                "subjects": [{"type": "organization", "id": org}],
+                "mode": "graph_first",
+                "arms": "lexical",
+            },
             headers=headers(g),
         )
         assert [f["predicate"] for f in r.json()["structured_facts"]] == ["founded"]
