@@ -46,6 +46,7 @@ class SearchScope:
     date_to: datetime | None = None
     as_of: datetime | None = None
     author_ids: tuple[uuid.UUID, ...] | None = None  # None = no author filter; () = unresolved -> nothing
+    believed_as_of: datetime | None = None  # belief time: only documents whose current version we held then
 
     @property
     def matches_nothing(self) -> bool:
@@ -92,6 +93,11 @@ def scope_where(scope: SearchScope, alias: str = "", where: Where | None = None)
         w.add(f"{a}event_time <= {w.arg(scope.as_of)}")
     if scope.author_ids is not None:
         w.add(f"{a}author_person_id = ANY({w.arg(list(scope.author_ids), '::uuid[]')})")
+    if scope.believed_as_of is not None:  # belief upper-bounds the document's updated_at
+        w.add(
+            f"EXISTS (SELECT 1 FROM documents bd WHERE bd.id = {a}document_id"
+            f" AND bd.updated_at <= {w.arg(scope.believed_as_of)})"
+        )
     return w
 
 

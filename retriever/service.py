@@ -24,6 +24,7 @@ import asyncpg
 
 from embedder.port import Embedder
 from retriever import search as sql
+from retriever.access import AccessRecorder
 from retriever.compose import (
     ARM_PRESETS,
     TimeAxes,
@@ -99,6 +100,11 @@ class RetrieverService:
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
         self._lexemes: tuple[float, sql.LexemeStats | None] | None = None
+        self.access = AccessRecorder(pool)
+
+    async def aclose(self) -> None:
+        """Write pending access counts (before the pool closes)."""
+        await self.access.aclose()
 
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
@@ -194,6 +200,7 @@ class RetrieverService:
             axes.date_to,
             axes.as_of,
             author_ids,
+            axes.believed_as_of,
         )
         names, config = ARM_PRESETS[arms]
         k = min(100, max(40, 4 * limit))
@@ -312,6 +319,7 @@ class RetrieverService:
         passages = [
             self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id]) for rh in found.ranked
         ]
+        self.access.record(p.chunk_id for p in passages)
         await self._audit(req.workspace, viewer, "search_knowledge_base", req.query, passages, start, found.diagnostics)
         return SearchKnowledgeBaseResponse(passages=passages, diagnostics=found.diagnostics)
 
@@ -414,6 +422,7 @@ class RetrieverService:
             answer=answer,
             diagnostics=diag,
         )
+        self.access.record(p.chunk_id for p in passages)
         await self._audit(req.workspace, viewer, "retrieve_context", req.query, passages, start, diag)
         return response
 

@@ -34,4 +34,5 @@ def get_service(rt: Runtime) -> RetrieverService:
         synthesizer=synthesizer,
     )
     rt.extras[EXTRA_KEY] = service
+    rt.on_close.append(service.aclose)
     return service

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ class Runtime:
     hierarchy: OrgHierarchy = field(default_factory=lambda: OrgHierarchy({}))
     stages: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def start(self) -> None:
         """Connect the producer and the broker (subscribers registered by then start consuming)."""
@@ -41,6 +43,11 @@ class Runtime:
 
     async def close(self) -> None:
         try:
+            for hook in self.on_close:  # e.g. pending access counts, while the pool is still open
+                try:
+                    await hook()
+                except Exception:
+                    log.exception("close hook failed")
             await self.broker.stop()
             await self.publisher.stop()
         finally:
