@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -185,9 +186,10 @@ class RetrieverService:
         own: Sequence[str],
         axes: TimeAxes,
         now: datetime,
+        author_ids: tuple[uuid.UUID, ...] | None = None,
+        participant_ids: tuple[uuid.UUID, ...] | None = None,
     ) -> PassageSearch:
         timings: dict[str, float] = {}
-        author_ids = None
         if filters.author:
             async with self.pool.acquire() as conn:
                 author_ids = await sql.resolve_author(conn, workspace, filters.author)
@@ -201,6 +203,7 @@ class RetrieverService:
             axes.as_of,
             author_ids,
             axes.believed_as_of,
+            participant_ids,
         )
         names, config = ARM_PRESETS[arms]
         k = min(100, max(40, 4 * limit))

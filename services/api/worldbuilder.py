@@ -1,0 +1,133 @@
+"""Worldbuilder routes: ``POST /tools/worldbuilder_kb``, ``POST /tools/worldbuilder_lookup`` and the
+identity bridge ``GET /v1/graph/persons/by-platform-user/{platform_user_id}``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+
+from retriever.rpc import error_status
+from retriever.wiring import get_service
+from retriever.worldbuilder_kb import worldbuilder_kb as run_kb
+from schemas.graph import EntityBrief, PersonCard
+from schemas.worldbuilder import (
+    SynthesisNote,
+    WorldbuilderKbRequest,
+    WorldbuilderKbResponse,
+    WorldbuilderLookupRequest,
+    WorldbuilderLookupResponse,
+)
+from services.api.auth import Viewer, require_viewer
+from services.errors import OrgMemoryError
+from services.graph import cards
+from services.graph import worldbuilder as wb
+from services.graph.profile_synthesis import ProfileSynthesizer
+from services.runtime import Runtime
+
+router = APIRouter(tags=["worldbuilder"])
+ViewerDep = Annotated[Viewer, Depends(require_viewer)]
+WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+SYNTH_KEY = "profile_synthesizer"
+
+
+def _runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def _principals(request: Request, viewer: Viewer) -> list[str]:
+    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
+
+
+def _synthesizer(rt: Runtime) -> ProfileSynthesizer | None:
+    s = rt.settings
+    if not s.llm_base_url:
+        return None
+    existing = rt.extras.get(SYNTH_KEY)
+    if isinstance(existing, ProfileSynthesizer):
+        return existing
+    import openai
+
+    key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
+    client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=30)
+    synth = ProfileSynthesizer(client, model=s.llm_model)
+    rt.extras[SYNTH_KEY] = synth
+    return synth
+
+
+@router.post("/tools/worldbuilder_kb", response_model=WorldbuilderKbResponse)
+async def worldbuilder_kb(body: WorldbuilderKbRequest, request: Request, viewer: ViewerDep) -> WorldbuilderKbResponse:
+    try:
+        return await run_kb(get_service(_runtime(request)), body, viewer)
+    except OrgMemoryError as exc:
+        code, detail = error_status(exc)
+        raise HTTPException(code, detail=detail) from exc
+
+
+@router.post("/tools/worldbuilder_lookup", response_model=WorldbuilderLookupResponse)
+async def worldbuilder_lookup(
+    body: WorldbuilderLookupRequest, request: Request, viewer: ViewerDep
+) -> WorldbuilderLookupResponse:
+    rt = _runtime(request)
+    principals = _principals(request, viewer)
+    field = "name" if body.name is not None else "subject"
+    async with rt.pool.acquire() as conn:
+        entity: EntityBrief | None = None
+        candidates: list[EntityBrief] = []
+        if principals:
+            entity, candidates = await wb.resolve(
+                conn,
+                workspace=body.workspace,
+                viewer=principals,
+                name=body.name,
+                subject=(body.subject.type, body.subject.id) if body.subject else None,
+                type_hint=body.type,
+            )
+        if entity is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail={"field": field, "msg": "no visible entity matches"})
+        profile, state, docs = await wb.lookup(conn, workspace=body.workspace, viewer=principals, entity=entity)
+        note = SynthesisNote(requested=False, used=False, reason="deterministic (synthesize not requested)")
+        if body.synthesize:
+            synth = _synthesizer(rt)
+            if synth is None:
+                note = SynthesisNote(requested=True, used=False, reason="no LLM configured (LLM_BASE_URL unset)")
+            else:
+                summary, note = await synth.summarize(conn, body.workspace, profile)
+                if summary is not None:
+                    profile = profile.model_copy(update={"summary": summary})
+    return WorldbuilderLookupResponse(
+        profile=profile,
+        cache="hit" if state == "hit" else "miss",
+        evidence_documents=docs,
+        synthesis=note,
+        candidates=candidates,
+    )
+
+
+@router.get("/v1/graph/persons/by-platform-user/{platform_user_id}", response_model=PersonCard)
+async def person_by_platform_user(
+    platform_user_id: uuid.UUID,
+    request: Request,
+    viewer: ViewerDep,
+    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+) -> PersonCard:
+    """The person whose ``platform_user`` identity alias is this host User UUID (404 when none is visible)."""
+    rt = _runtime(request)
+    principals = _principals(request, viewer)
+    async with rt.pool.acquire() as conn:
+        pid = await conn.fetchval(
+            "SELECT COALESCE(p.merged_into, p.id) FROM person_aliases a JOIN people p ON p.id = a.person_id"
+            " WHERE a.workspace = $1 AND a.namespace = 'platform_user' AND a.value = $2",
+            workspace,
+            str(platform_user_id),
+        )
+        card = (
+            await cards.person_card(conn, workspace=workspace, viewer=principals, person_id=pid)
+            if pid is not None
+            else None
+        )
+    if card is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible person with this platform user")
+    return card
