@@ -20,6 +20,14 @@ CONTRACTS: dict[str, str] = {
     "graph_event.v1": "schemas.graph:GraphEvent",
     "retrieve_context.request.v1": "schemas.tools:RetrieveContextRequest",
     "retrieve_context.response.v1": "schemas.tools:RetrieveContextResponse",
+    "query_facts.request.v1": "schemas.graph:QueryFactsRequest",
+    "query_facts.response.v1": "schemas.graph:FactsResponse",
+    "person_card.v1": "schemas.graph:PersonCard",
+    "entity_card.v1": "schemas.graph:EntityCard",
+    "worldbuilder_kb.request.v1": "schemas.worldbuilder:WorldbuilderKbRequest",
+    "worldbuilder_kb.response.v1": "schemas.worldbuilder:WorldbuilderKbResponse",
+    "worldbuilder_lookup.request.v1": "schemas.worldbuilder:WorldbuilderLookupRequest",
+    "worldbuilder_lookup.response.v1": "schemas.worldbuilder:WorldbuilderLookupResponse",
 }
 
 
