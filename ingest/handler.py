@@ -28,6 +28,7 @@ from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from services import procedures
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
@@ -193,6 +194,14 @@ class IngestHandler:
             conn,
             part_docs,
             [(doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])],
+        )
+        await procedures.record_versions(
+            conn,
+            [
+                (o.envelope, o.after.id, o.after.current_version, o.deleted_now)
+                for o in outcomes
+                if o.content_changed or o.deleted_now
+            ],
         )
         for o in outcomes:
             s = final[o.after.id]

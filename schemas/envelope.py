@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
+
+from schemas.procedures import ProcedureSpec
 
 SCHEMA_VERSION = 1
 MAX_TEXT_CHARS = 2_000_000  # ~2 MB of text per document; larger bodies are rejected, not truncated
@@ -34,6 +36,7 @@ class DocumentKind(StrEnum):
     MEETING = "meeting"
     TICKET = "ticket"
     PULL_REQUEST = "pull_request"
+    PROCEDURE = "procedure"  # procedural memory: the document carries a ProcedureSpec
 
 
 class _Strict(BaseModel):
@@ -64,6 +67,13 @@ class Document(_Strict):
     text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)] = ""
     thread_external_id: ShortStr | None = None
     parent_external_id: ShortStr | None = None
+    procedure: ProcedureSpec | None = None
+
+    @model_validator(mode="after")
+    def _procedure_kind(self) -> Document:
+        if (self.kind is DocumentKind.PROCEDURE) != (self.procedure is not None):
+            raise ValueError("document.procedure is required for kind 'procedure' and only allowed there")
+        return self
 
 
 class Identity(_Strict):

@@ -28,6 +28,10 @@ CONTRACTS: dict[str, str] = {
     "worldbuilder_kb.response.v1": "schemas.worldbuilder:WorldbuilderKbResponse",
     "worldbuilder_lookup.request.v1": "schemas.worldbuilder:WorldbuilderLookupRequest",
     "worldbuilder_lookup.response.v1": "schemas.worldbuilder:WorldbuilderLookupResponse",
+    "procedural_memory.create.v1": "schemas.procedures:CreateProcedureRequest",
+    "procedural_memory.detail.v1": "schemas.procedures:ProcedureDetail",
+    "search_procedural_memory.request.v1": "schemas.procedures:SearchProceduralMemoryRequest",
+    "search_procedural_memory.response.v1": "schemas.procedures:SearchProceduralMemoryResponse",
 }
 
 

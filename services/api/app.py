@@ -41,7 +41,13 @@ def create_app(rt: Runtime) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(ingress.router)
-    for module in ("retriever.api", "services.api.graph", "services.api.admin", "services.api.worldbuilder"):
+    for module in (
+        "retriever.api",
+        "services.api.graph",
+        "services.api.admin",
+        "services.api.worldbuilder",
+        "services.api.procedures",
+    ):
         try:
             mod = __import__(module, fromlist=["router"])
         except ImportError:  # pragma: no cover - router not built yet
