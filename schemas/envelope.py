@@ -39,6 +39,10 @@ class DocumentKind(StrEnum):
     PROCEDURE = "procedure"  # procedural memory: the document carries a ProcedureSpec
 
 
+SOURCE_KINDS = frozenset(k for k in DocumentKind if k is not DocumentKind.PROCEDURE)
+"""Kinds connectors produce (``procedure`` is written by Org Memory's own procedural-memory route)."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
