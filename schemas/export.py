@@ -32,6 +32,9 @@ CONTRACTS: dict[str, str] = {
     "procedural_memory.detail.v1": "schemas.procedures:ProcedureDetail",
     "search_procedural_memory.request.v1": "schemas.procedures:SearchProceduralMemoryRequest",
     "search_procedural_memory.response.v1": "schemas.procedures:SearchProceduralMemoryResponse",
+    "taxonomy_proposal.v1": "schemas.taxonomy:Proposal",
+    "taxonomy_proposals.list.v1": "schemas.taxonomy:ProposalList",
+    "promotion.request.v1": "schemas.taxonomy:PromotionRequest",
 }
 
 

@@ -47,6 +47,7 @@ def create_app(rt: Runtime) -> FastAPI:
         "services.api.admin",
         "services.api.worldbuilder",
         "services.api.procedures",
+        "services.api.taxonomy",
     ):
         try:
             mod = __import__(module, fromlist=["router"])

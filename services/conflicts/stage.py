@@ -6,7 +6,7 @@ from services.conflicts.handler import ConflictsHandler
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
 from services.stagekit import register_batch_stage
-from services.taxonomy import default_registry, load_registry
+from services.taxonomy import default_registry, load_registry, proposals
 
 STAGE = "conflicts"
 TOPIC = "graph"
@@ -16,7 +16,9 @@ BATCH = 200
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> ConflictsHandler:
     s = rt.settings
     registry = load_registry(s.taxonomy_registry_path) if s.taxonomy_registry_path else default_registry()
-    return ConflictsHandler(pool=rt.pool, dead_letters=dead_letters, registry=registry)
+    return ConflictsHandler(
+        pool=rt.pool, dead_letters=dead_letters, registry=registry, webhook=proposals.webhook_from_settings(s)
+    )
 
 
 def register(rt: Runtime) -> None:

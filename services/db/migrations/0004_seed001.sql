@@ -32,3 +32,44 @@ CREATE TABLE procedure_versions (
     PRIMARY KEY (document_id, version)
 );
 CREATE INDEX procedure_versions_name ON procedure_versions (workspace, norm_name);
+
+-- Taxonomy write-back: field-value proposals for registry slots with a platform_binding. One row per
+-- (subject, slot, value) (id derived from them): an applied or rejected row is never re-opened.
+CREATE TABLE taxonomy_proposals (
+    id                  uuid PRIMARY KEY,
+    workspace           text NOT NULL,
+    subject_id          uuid NOT NULL,
+    slot                text NOT NULL,
+    predicate           text NOT NULL,
+    host_value          text,
+    proposed_value      text NOT NULL,
+    proposed_norm       text NOT NULL,
+    proposed_entity_id  uuid,
+    evidence            uuid[] NOT NULL DEFAULT '{}',
+    confidence          real NOT NULL,
+    origin              text NOT NULL CHECK (origin IN ('extracted', 'promoted')),
+    fact_id             uuid,
+    host_entity_id      text,
+    status              text NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'applied', 'rejected', 'superseded')),
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    decided_at          timestamptz,
+    delivered_at        timestamptz,
+    delivery_attempts   integer NOT NULL DEFAULT 0
+);
+CREATE INDEX taxonomy_proposals_subject ON taxonomy_proposals (workspace, subject_id, slot);
+CREATE INDEX taxonomy_proposals_status ON taxonomy_proposals (workspace, status, created_at);
+CREATE INDEX taxonomy_proposals_pending ON taxonomy_proposals (created_at) WHERE delivered_at IS NULL AND status = 'open';
+
+-- Every webhook delivery attempt.
+CREATE TABLE taxonomy_proposal_deliveries (
+    id           bigserial PRIMARY KEY,
+    proposal_id  uuid NOT NULL REFERENCES taxonomy_proposals (id),
+    attempt      integer NOT NULL,
+    url          text NOT NULL,
+    status_code  integer,
+    ok           boolean NOT NULL,
+    error        text,
+    at           timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX taxonomy_proposal_deliveries_proposal ON taxonomy_proposal_deliveries (proposal_id);
