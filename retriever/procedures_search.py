@@ -11,13 +11,13 @@ from retriever.service import RetrieverService
 from schemas.procedures import ProcedureHit, SearchProceduralMemoryRequest, SearchProceduralMemoryResponse
 from schemas.tools import PassageFilters
 from services import procedures
-from services.api.auth import Viewer
+from services.viewer import Viewer
 
 
 async def search_procedures(
     svc: RetrieverService, req: SearchProceduralMemoryRequest, viewer: Viewer
 ) -> SearchProceduralMemoryResponse:
-    principals = svc.viewer_principals(viewer)
+    principals = viewer.expand(svc.hierarchy)
     filters = PassageFilters(kinds=["procedure"], source_systems=[procedures.SOURCE_SYSTEM])
     axes = TimeAxes(None, None, None, None, None, None, None, "host")
     found = await svc.search_passages(

@@ -21,8 +21,8 @@ from retriever.compose import TimeAxes
 from retriever.service import RetrieverService
 from schemas.graph import EntityBrief
 from schemas.worldbuilder import KbDocument, KbPassage, KbPerson, WorldbuilderKbRequest, WorldbuilderKbResponse
-from services.api.auth import Viewer
 from services.graph.reads import resolve_entities
+from services.viewer import Viewer
 
 PASSAGES_PER_DOCUMENT = 3
 
@@ -52,7 +52,9 @@ async def resolve_people(
             list(viewer),
         )
         return [EntityBrief(type="person", id=r["id"], name=r["name"]) for r in named]
-    found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=value, types=["person"], limit=3)
+    found = await resolve_entities(
+        conn, workspace=workspace, viewer=tuple(viewer), name=value, types=["person"], limit=3
+    )
     exact = [m for m in found if m.score >= 0.95] or found[:1]
     return [EntityBrief(type="person", id=m.id, name=m.name) for m in exact]
 
@@ -66,7 +68,7 @@ async def _with_merged(conn: asyncpg.Connection, people: Sequence[EntityBrief]) 
 async def worldbuilder_kb(svc: RetrieverService, req: WorldbuilderKbRequest, viewer: Viewer) -> WorldbuilderKbResponse:
     start = time.perf_counter()
     now = datetime.now(UTC)
-    principals = svc.viewer_principals(viewer)
+    principals = viewer.expand(svc.hierarchy)
     resolved: dict[str, list[EntityBrief]] = {}
     notes: dict[str, str] = {}
     participant_ids: tuple[uuid.UUID, ...] | None = None

@@ -5,56 +5,63 @@ The files are checked in; a unit test fails when they drift from the models.
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas.envelope import ChangeEnvelope
+from schemas.events import ChunksToEmbed, DocumentEvent
+from schemas.graph import EntityCard, FactsResponse, GraphEvent, PersonCard, QueryFactsRequest
+from schemas.procedures import (
+    CreateProcedureRequest,
+    ProcedureDetail,
+    SearchProceduralMemoryRequest,
+    SearchProceduralMemoryResponse,
+)
+from schemas.taxonomy import PromotionRequest, Proposal, ProposalList
+from schemas.tools import RetrieveContextRequest, RetrieveContextResponse
+from schemas.worldbuilder import (
+    WorldbuilderKbRequest,
+    WorldbuilderKbResponse,
+    WorldbuilderLookupRequest,
+    WorldbuilderLookupResponse,
+)
+
 OUT = Path(__file__).parent / "json"
-CONTRACTS: dict[str, str] = {
-    "change_envelope.v1": "schemas.envelope:ChangeEnvelope",
-    "chunks_to_embed.v1": "schemas.events:ChunksToEmbed",
-    "document_event.v1": "schemas.events:DocumentEvent",
-    "graph_event.v1": "schemas.graph:GraphEvent",
-    "retrieve_context.request.v1": "schemas.tools:RetrieveContextRequest",
-    "retrieve_context.response.v1": "schemas.tools:RetrieveContextResponse",
-    "query_facts.request.v1": "schemas.graph:QueryFactsRequest",
-    "query_facts.response.v1": "schemas.graph:FactsResponse",
-    "person_card.v1": "schemas.graph:PersonCard",
-    "entity_card.v1": "schemas.graph:EntityCard",
-    "worldbuilder_kb.request.v1": "schemas.worldbuilder:WorldbuilderKbRequest",
-    "worldbuilder_kb.response.v1": "schemas.worldbuilder:WorldbuilderKbResponse",
-    "worldbuilder_lookup.request.v1": "schemas.worldbuilder:WorldbuilderLookupRequest",
-    "worldbuilder_lookup.response.v1": "schemas.worldbuilder:WorldbuilderLookupResponse",
-    "procedural_memory.create.v1": "schemas.procedures:CreateProcedureRequest",
-    "procedural_memory.detail.v1": "schemas.procedures:ProcedureDetail",
-    "search_procedural_memory.request.v1": "schemas.procedures:SearchProceduralMemoryRequest",
-    "search_procedural_memory.response.v1": "schemas.procedures:SearchProceduralMemoryResponse",
-    "taxonomy_proposal.v1": "schemas.taxonomy:Proposal",
-    "taxonomy_proposals.list.v1": "schemas.taxonomy:ProposalList",
-    "promotion.request.v1": "schemas.taxonomy:PromotionRequest",
+CONTRACTS: dict[str, type[BaseModel]] = {
+    "change_envelope.v1": ChangeEnvelope,
+    "chunks_to_embed.v1": ChunksToEmbed,
+    "document_event.v1": DocumentEvent,
+    "graph_event.v1": GraphEvent,
+    "retrieve_context.request.v1": RetrieveContextRequest,
+    "retrieve_context.response.v1": RetrieveContextResponse,
+    "query_facts.request.v1": QueryFactsRequest,
+    "query_facts.response.v1": FactsResponse,
+    "person_card.v1": PersonCard,
+    "entity_card.v1": EntityCard,
+    "worldbuilder_kb.request.v1": WorldbuilderKbRequest,
+    "worldbuilder_kb.response.v1": WorldbuilderKbResponse,
+    "worldbuilder_lookup.request.v1": WorldbuilderLookupRequest,
+    "worldbuilder_lookup.response.v1": WorldbuilderLookupResponse,
+    "procedural_memory.create.v1": CreateProcedureRequest,
+    "procedural_memory.detail.v1": ProcedureDetail,
+    "search_procedural_memory.request.v1": SearchProceduralMemoryRequest,
+    "search_procedural_memory.response.v1": SearchProceduralMemoryResponse,
+    "taxonomy_proposal.v1": Proposal,
+    "taxonomy_proposals.list.v1": ProposalList,
+    "promotion.request.v1": PromotionRequest,
 }
-
-
-def load(ref: str) -> type[BaseModel] | None:
-    module, _, name = ref.partition(":")
-    try:
-        model = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+"""Every exported contract, imported statically: a renamed or removed model fails at import, never skipped."""
 
 
 def rendered() -> dict[str, str]:
     out: dict[str, str] = {}
-    for name, ref in CONTRACTS.items():
-        model = load(ref)
-        if model is not None:
-            schema = model.model_json_schema()
-            schema["$id"] = f"https://orgmem.dev/schemas/{name}.schema.json"
-            out[f"{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    for name, model in CONTRACTS.items():
+        schema = model.model_json_schema()
+        schema["$id"] = f"https://orgmem.dev/schemas/{name}.schema.json"
+        out[f"{name}.schema.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     return out
 
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from services.api import health, ingress
+from services.api import graph, health, ingress, procedures, taxonomy, tools, worldbuilder
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
@@ -41,17 +41,9 @@ def create_app(rt: Runtime) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(ingress.router)
-    for module in (
-        "retriever.api",
-        "services.api.graph",
-        "services.api.admin",
-        "services.api.worldbuilder",
-        "services.api.procedures",
-        "services.api.taxonomy",
-    ):
-        try:
-            mod = __import__(module, fromlist=["router"])
-        except ImportError:  # pragma: no cover - router not built yet
-            continue
-        app.include_router(mod.router)
+    app.include_router(tools.router)
+    app.include_router(graph.router)
+    app.include_router(worldbuilder.router)
+    app.include_router(procedures.router)
+    app.include_router(taxonomy.router)
     return app

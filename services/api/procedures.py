@@ -26,9 +26,10 @@ from schemas.procedures import (
     SearchProceduralMemoryResponse,
 )
 from services import procedures
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.errors import OrgMemoryError
 from services.runtime import Runtime
+from services.viewer import Viewer
 
 router = APIRouter(tags=["procedural memory"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]

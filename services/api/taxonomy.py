@@ -15,9 +15,10 @@ import asyncpg
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
-from services.api.auth import Viewer, require_admin, require_viewer
+from services.api.auth import require_admin, require_viewer
 from services.runtime import Runtime
 from services.taxonomy import Registry, default_registry, load_registry, proposals
+from services.viewer import Viewer
 
 log = logging.getLogger("orgmem.api.taxonomy")
 router = APIRouter(tags=["taxonomy write-back"])

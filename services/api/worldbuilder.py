@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Annotated
+from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
@@ -19,17 +20,18 @@ from schemas.worldbuilder import (
     WorldbuilderLookupRequest,
     WorldbuilderLookupResponse,
 )
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.errors import OrgMemoryError
 from services.graph import cards
 from services.graph import worldbuilder as wb
 from services.graph.profile_synthesis import ProfileSynthesizer
 from services.runtime import Runtime
+from services.viewer import Viewer
 
 router = APIRouter(tags=["worldbuilder"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-SYNTH_KEY = "profile_synthesizer"
+_SYNTH: WeakKeyDictionary[Runtime, ProfileSynthesizer] = WeakKeyDictionary()
 
 
 def _runtime(request: Request) -> Runtime:
@@ -37,23 +39,23 @@ def _runtime(request: Request) -> Runtime:
     return rt
 
 
-def _principals(request: Request, viewer: Viewer) -> list[str]:
-    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
+def _principals(request: Request, viewer: Viewer) -> tuple[str, ...]:
+    return viewer.expand(_runtime(request).hierarchy)
 
 
 def _synthesizer(rt: Runtime) -> ProfileSynthesizer | None:
     s = rt.settings
     if not s.llm_base_url:
         return None
-    existing = rt.extras.get(SYNTH_KEY)
-    if isinstance(existing, ProfileSynthesizer):
+    existing = _SYNTH.get(rt)
+    if existing is not None:
         return existing
     import openai
 
     key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
     client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=30)
     synth = ProfileSynthesizer(client, model=s.llm_model)
-    rt.extras[SYNTH_KEY] = synth
+    _SYNTH[rt] = synth
     return synth
 
 

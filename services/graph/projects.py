@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from schemas.graph import EntityBrief, ProjectLink
-from services.collaboration.weights import HALF_LIFE_DAYS
+from services.decay import HALF_LIFE_DAYS
 from services.graph.temporal import Params, entity_acl_sql
 
 PROJECT_TYPES = ("project", "product")

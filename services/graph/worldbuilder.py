@@ -23,7 +23,7 @@ import asyncpg
 
 from schemas.graph import EntityBrief, Fact
 from schemas.worldbuilder import Profile, ProfileField
-from services.collaboration.weights import HALF_LIFE_DAYS
+from services.decay import HALF_LIFE_DAYS
 from services.graph.projects import PROJECT_TYPES, person_projects, project_people
 from services.graph.reads import current_ids, query_facts, resolve_entities
 from services.graph.temporal import Params, entity_acl_sql
@@ -69,7 +69,7 @@ async def resolve(
         return (EntityBrief(type=row["type"], id=row["id"], name=row["name"]) if row else None), []
     assert name is not None
     types = [type_hint] if type_hint and type_hint != "other" else None
-    found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=name, types=types, limit=5)
+    found = await resolve_entities(conn, workspace=workspace, viewer=tuple(viewer), name=name, types=types, limit=5)
     found = [m for m in found if m.type != "document"]
     if not found:
         return None, []
@@ -252,7 +252,7 @@ async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence
     facts = await query_facts(
         conn,
         workspace=workspace,
-        viewer=viewer,
+        viewer=tuple(viewer),
         subjects=[(entity.type, entity.id)],
         limit=FACT_LIMIT,
         direction="both",
