@@ -74,6 +74,26 @@ async def test_kb_participates_is_not_author(settings: Settings, pipeline: Any) 
         assert nobody["results"] == [] and nobody["diagnostics"]["worldbuilder"]["about"] == "no visible person matched"
         bad = await c.post("/tools/worldbuilder_kb", json={"query": "zephyr", "limit": 0}, headers=headers(g))
         assert bad.status_code == 422 and "limit" in bad.text
+        # /docs lists every seed-001 primitive and route
+        paths = set((await c.get("/openapi.json")).json()["paths"])
+        assert {
+            "/tools/retrieve_context",
+            "/tools/search_knowledge_base",
+            "/tools/worldbuilder_kb",
+            "/tools/query_facts",
+            "/tools/diff_facts",
+            "/tools/query_paths",
+            "/tools/worldbuilder_lookup",
+            "/tools/search_procedural_memory",
+            "/v1/procedural-memories",
+            "/v1/promotions",
+            "/v1/taxonomy-proposals",
+            "/v1/taxonomy-proposals/{proposal_id}/applied",
+            "/v1/taxonomy-proposals/{proposal_id}/rejected",
+            "/v1/graph/persons/by-platform-user/{platform_user_id}",
+            "/v1/graph/persons/{person_id}",
+            "/v1/graph/entities/{entity_id}",
+        } <= paths
 
 
 async def test_lookup_regrounds_per_viewer_and_after_acl_change(settings: Settings, pipeline: Any) -> None:
