@@ -100,7 +100,9 @@ async def evidence_key(
         " COALESCE(array_agg(d.id ORDER BY d.id) FILTER (WHERE d.id IS NOT NULL), '{}') AS ids,"
         " (SELECT count(*)::text || '/' || COALESCE(max(recorded_at)::text, '') || '/'"
         "  || COALESCE(max(invalidated_at)::text, '') || '/' || COALESCE(max(valid_to)::text, '')"
-        "  FROM facts WHERE workspace = $1 AND (subject_id = $2 OR object_id = $2)) AS facts"
+        "  FROM facts WHERE workspace = $1 AND (subject_id = $2 OR object_id = $2))"
+        " || '/' || (SELECT count(*)::text || '/' || COALESCE(max(decided_at)::text, '') FROM taxonomy_proposals"
+        "  WHERE workspace = $1 AND subject_id = $2 AND status IN ('applied', 'rejected')) AS facts"
         " FROM documents d JOIN ev ON ev.document_id = d.id"
         " WHERE d.deleted_at IS NULL AND d.principals && $4::text[]",
         workspace,
@@ -247,6 +249,53 @@ async def _aliases(conn: asyncpg.Connection, entity: EntityBrief) -> tuple[list[
     return out, platform
 
 
+async def _bound_slot(
+    conn: asyncpg.Connection,
+    workspace: str,
+    viewer: Sequence[str],
+    entity: EntityBrief,
+    facts: Sequence[Fact],
+    predicate: str,
+    types: Sequence[str] | None,
+) -> ProfileField | None:
+    """A host-bound slot under the seed's conflict rule: Org Memory's current value wins until the host
+    rejects it (a rejected taxonomy proposal), then the host's latest ground truth (structured value)."""
+    rejected = {
+        r["proposed_norm"]
+        for r in await conn.fetch(
+            "SELECT proposed_norm FROM taxonomy_proposals WHERE workspace = $1 AND subject_id = $2"
+            " AND predicate = $3 AND status = 'rejected'",
+            workspace,
+            entity.id,
+            predicate,
+        )
+    }
+    candidates = [_fact_field(f) for f in _pick(facts, predicate, "outgoing", types)]
+    kept = [c for c in candidates if " ".join(c.value.casefold().split()) not in rejected]
+    if kept or not candidates:
+        return kept[0] if kept else None
+    host_at = await conn.fetchval(
+        "SELECT max(valid_from) FROM facts WHERE workspace = $1 AND subject_id = $2 AND predicate = $3"
+        " AND source = 'structured' AND invalidated_at IS NULL AND status <> 'retracted'",
+        workspace,
+        entity.id,
+        predicate,
+    )
+    if host_at is None:
+        return None
+    then = await query_facts(
+        conn,
+        workspace=workspace,
+        viewer=tuple(viewer),
+        subjects=[(entity.type, entity.id)],
+        as_of=host_at,
+        limit=FACT_LIMIT,
+        direction="outgoing",
+    )
+    host = [_fact_field(f) for f in _pick(then, predicate, "outgoing", types) if f.valid_from == host_at]
+    return host[0] if host else None
+
+
 async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], entity: EntityBrief) -> Profile:
     """The deterministic profile from what ``viewer`` can see (no summary: built after grounding)."""
     facts = await query_facts(
@@ -265,9 +314,9 @@ async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence
         return _fact_field(fs[0]) if fs else None
 
     if kind == "person":
-        out["title"] = first(_pick(facts, "has_title", "outgoing"))
-        out["team"] = first(_pick(facts, "member_of", "outgoing", ["team"]))
-        out["manager"] = first(_pick(facts, "reports_to", "outgoing"))
+        out["title"] = await _bound_slot(conn, workspace, viewer, entity, facts, "has_title", None)
+        out["team"] = await _bound_slot(conn, workspace, viewer, entity, facts, "member_of", ["team"])
+        out["manager"] = await _bound_slot(conn, workspace, viewer, entity, facts, "reports_to", None)
         reports = [_fact_field(f) for f in _pick(facts, "reports_to", "incoming")]
         reports += [_fact_field(f) for f in _pick(facts, "manages", "outgoing", ["person"])]
         out["reports"] = _merge(reports)

@@ -173,3 +173,39 @@ async def test_promotions_rejection_and_wrong_secret(settings: Settings, pipelin
         assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=ADMIN)).status_code == 200
         again = await c.post("/v1/promotions", json=body, headers=hdr(g))
         assert again.status_code == 409 and again.json()["detail"]["field"] == "value"
+
+
+async def test_conflict_rule_om_wins_until_the_host_rejects(settings: Settings, pipeline: Any) -> None:
+    rt = await pipeline("ingest", "extract", "conflicts", "retrieve")
+    g = principal()
+    await produce(
+        settings,
+        envelope(
+            "HR/1",
+            "directory record",
+            principals=[g],
+            author_email="priya@corp.example",
+            author_name="Priya Shah",
+            structured_fields={"title": "Senior Engineer"},
+        ),
+    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM facts WHERE source = 'structured'"))
+    await produce(
+        settings, envelope("C/1", "Priya Shah is the VP of Engineering.", principals=[g], event_time=later(10))
+    )
+    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM taxonomy_proposals"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+
+        async def title() -> Any:
+            body = {"name": "Priya Shah", "type": "person"}
+            r = await c.post("/tools/worldbuilder_lookup", json=body, headers=hdr(g))
+            assert r.status_code == 200, r.text
+            return r.json()["profile"]["title"]
+
+        assert (await title())["value"] == "VP of Engineering"  # inferred knowledge wins inside Org Memory
+        [prop] = (await c.get("/v1/taxonomy-proposals", headers=hdr(g))).json()["proposals"]
+        r = await c.post(f"/v1/taxonomy-proposals/{prop['id']}/rejected", headers=ADMIN)
+        assert r.status_code == 200 and r.json()["status"] == "rejected"
+        host = await title()  # the host rejected it: its ground truth wins (and the cached profile is not reused)
+        hr1 = await fetchval(settings, "SELECT id::text FROM documents WHERE external_id = 'HR/1'")
+        assert host["value"] == "Senior Engineer" and host["evidence"] == [hr1]
