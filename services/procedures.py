@@ -44,12 +44,14 @@ async def record_versions(
     """Called by ingest inside its transaction. changes: (envelope, document id, version after it, is
     the document deleted now). A new content version of a procedure is recorded and supersedes the older
     ones; a tombstone marks every version deleted."""
+    tombstones = [doc_id for _, doc_id, _, deleted in changes if deleted]
+    if tombstones:  # one statement for the batch (most tombstones are not procedures)
+        await conn.execute(
+            "UPDATE procedure_versions SET deleted_at = COALESCE(deleted_at, now()) WHERE document_id = ANY($1::uuid[])",
+            tombstones,
+        )
     for env, doc_id, version, deleted in changes:
         if deleted:
-            await conn.execute(
-                "UPDATE procedure_versions SET deleted_at = COALESCE(deleted_at, now()) WHERE document_id = $1",
-                doc_id,
-            )
             continue
         d = env.document
         if d is None or d.kind is not DocumentKind.PROCEDURE or d.procedure is None:
