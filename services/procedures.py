@@ -47,7 +47,8 @@ async def record_versions(
     tombstones = [doc_id for _, doc_id, _, deleted in changes if deleted]
     if tombstones:  # one statement for the batch (most tombstones are not procedures)
         await conn.execute(
-            "UPDATE procedure_versions SET deleted_at = COALESCE(deleted_at, now()) WHERE document_id = ANY($1::uuid[])",
+            "UPDATE procedure_versions SET deleted_at = COALESCE(deleted_at, now())"
+            " WHERE document_id = ANY($1::uuid[])",
             tombstones,
         )
     for env, doc_id, version, deleted in changes:
