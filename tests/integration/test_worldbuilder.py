@@ -183,3 +183,32 @@ async def test_lookup_regrounds_per_viewer_and_after_acl_change(settings: Settin
             await c.get(f"/v1/graph/persons/by-platform-user/{uuid.uuid4()}", headers=headers(g))
         ).status_code == 404
         assert (await c.get("/v1/graph/persons/by-platform-user/not-a-uuid", headers=headers(g))).status_code == 422
+
+
+async def test_lookup_team_project_and_glossary_profiles(settings: Settings, pipeline: Any) -> None:
+    rt = await pipeline(*STAGES)
+    g = principal()
+    await produce(
+        settings,
+        envelope("T/1", "Eve Park is on the Platform team.", principals=[g]),
+        envelope("T/2", "Alice Wong leads the Platform team.", principals=[g], event_time=later(1)),
+        envelope("T/3", "Dan Cho works on Project Phoenix.", principals=[g], event_time=later(2)),
+        envelope("T/4", "SLO stands for service level objective.", principals=[g], event_time=later(3)),
+    )
+    await _drained(settings, 4)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+
+        async def look(name: str, kind: str) -> dict[str, Any]:
+            r = await c.post("/tools/worldbuilder_lookup", json={"name": name, "type": kind}, headers=headers(g))
+            assert r.status_code == 200, r.text
+            return dict(r.json()["profile"])
+
+        team = await look("Platform", "team")
+        assert [m["value"] for m in team["members"]] == ["Eve Park"]
+        assert [o["value"] for o in team["owners"]] == ["Alice Wong"]
+        assert all(m["evidence"] and m["as_of"] for m in team["members"] + team["owners"])
+        project = await look("Phoenix", "project")
+        assert "Dan Cho" in [m["value"] for m in project["members"]]
+        term = await look("SLO", "glossary_term")
+        assert term["definition"]["value"] == "service level objective"
+        assert term["summary"]["value"] == "SLO: service level objective."
