@@ -161,12 +161,19 @@ async def delete_procedure(
     )
 
 
+async def run_search_procedural_memory(
+    rt: Runtime, viewer: Viewer, body: SearchProceduralMemoryRequest
+) -> SearchProceduralMemoryResponse:
+    """The tool itself (HTTP route and MCP): procedures only, each hit's current version with its steps."""
+    return await search_procedures(get_service(rt), body, viewer)
+
+
 @router.post("/tools/search_procedural_memory", response_model=SearchProceduralMemoryResponse)
 async def search_procedural_memory(
     body: SearchProceduralMemoryRequest, request: Request, viewer: ViewerDep
 ) -> SearchProceduralMemoryResponse:
     try:
-        return await search_procedures(get_service(_runtime(request)), body, viewer)
+        return await run_search_procedural_memory(_runtime(request), viewer, body)
     except OrgMemoryError as exc:
         code, detail = error_status(exc)
         raise HTTPException(code, detail=detail) from exc

@@ -4,7 +4,8 @@ identity bridge ``GET /v1/graph/persons/by-platform-user/{platform_user_id}``.""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
 from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
@@ -21,13 +22,14 @@ from schemas.worldbuilder import (
     WorldbuilderLookupResponse,
 )
 from services.api.auth import require_viewer
-from services.errors import OrgMemoryError
+from services.errors import NotFoundError, OrgMemoryError
 from services.graph import cards
 from services.graph import worldbuilder as wb
 from services.graph.profile_synthesis import ProfileSynthesizer
 from services.runtime import Runtime
 from services.viewer import Viewer
 
+T = TypeVar("T")
 router = APIRouter(tags=["worldbuilder"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -59,21 +61,16 @@ def _synthesizer(rt: Runtime) -> ProfileSynthesizer | None:
     return synth
 
 
-@router.post("/tools/worldbuilder_kb", response_model=WorldbuilderKbResponse)
-async def worldbuilder_kb(body: WorldbuilderKbRequest, request: Request, viewer: ViewerDep) -> WorldbuilderKbResponse:
-    try:
-        return await run_kb(get_service(_runtime(request)), body, viewer)
-    except OrgMemoryError as exc:
-        code, detail = error_status(exc)
-        raise HTTPException(code, detail=detail) from exc
+async def run_worldbuilder_kb(rt: Runtime, viewer: Viewer, body: WorldbuilderKbRequest) -> WorldbuilderKbResponse:
+    """The tool itself (HTTP route and MCP): hybrid search grouped per document with its people."""
+    return await run_kb(get_service(rt), body, viewer)
 
 
-@router.post("/tools/worldbuilder_lookup", response_model=WorldbuilderLookupResponse)
-async def worldbuilder_lookup(
-    body: WorldbuilderLookupRequest, request: Request, viewer: ViewerDep
+async def run_worldbuilder_lookup(
+    rt: Runtime, viewer: Viewer, body: WorldbuilderLookupRequest
 ) -> WorldbuilderLookupResponse:
-    rt = _runtime(request)
-    principals = _principals(request, viewer)
+    """The tool itself (HTTP route and MCP): a grounded profile; ``NotFoundError`` when nothing visible."""
+    principals = viewer.expand(rt.hierarchy)
     field = "name" if body.name is not None else "subject"
     async with rt.pool.acquire() as conn:
         entity: EntityBrief | None = None
@@ -88,7 +85,7 @@ async def worldbuilder_lookup(
                 type_hint=body.type,
             )
         if entity is None:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, detail={"field": field, "msg": "no visible entity matches"})
+            raise NotFoundError("no visible entity matches", field=field)
         profile, state, docs = await wb.lookup(conn, workspace=body.workspace, viewer=principals, entity=entity)
         note = SynthesisNote(requested=False, used=False, reason="deterministic (synthesize not requested)")
         if body.synthesize:
@@ -106,6 +103,26 @@ async def worldbuilder_lookup(
         synthesis=note,
         candidates=candidates,
     )
+
+
+async def _http(call: Awaitable[T]) -> T:
+    try:
+        return await call
+    except OrgMemoryError as exc:
+        code, detail = error_status(exc)
+        raise HTTPException(code, detail=detail) from exc
+
+
+@router.post("/tools/worldbuilder_kb", response_model=WorldbuilderKbResponse)
+async def worldbuilder_kb(body: WorldbuilderKbRequest, request: Request, viewer: ViewerDep) -> WorldbuilderKbResponse:
+    return await _http(run_worldbuilder_kb(_runtime(request), viewer, body))
+
+
+@router.post("/tools/worldbuilder_lookup", response_model=WorldbuilderLookupResponse)
+async def worldbuilder_lookup(
+    body: WorldbuilderLookupRequest, request: Request, viewer: ViewerDep
+) -> WorldbuilderLookupResponse:
+    return await _http(run_worldbuilder_lookup(_runtime(request), viewer, body))
 
 
 @router.get("/v1/graph/persons/by-platform-user/{platform_user_id}", response_model=PersonCard)
