@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     rerank_url: str | None = None
     rerank_api_key: SecretStr | None = None
 
+    # --- taxonomy write-back --------------------------------------------------------------------
+    taxonomy_proposal_webhook_url: str | None = None
+    taxonomy_proposal_webhook_secret: SecretStr | None = None
+    taxonomy_proposal_webhook_attempts: int = Field(default=3, ge=1, le=10)
+
     log_level: str = "INFO"
 
     @model_validator(mode="after")
