@@ -12,7 +12,6 @@ Order (DESIGN.md "Delivery" and "Write-path rules"):
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from services.embedding_input import embedding_input
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
@@ -54,11 +54,6 @@ def parse_envelope(record: Record) -> ChangeEnvelope:
             "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
         )
     return env
-
-
-def embedding_input(title: str | None, text: str) -> str:
-    """The text a child chunk is embedded and hashed as (title gives short chunks their context)."""
-    return f"{title}\n\n{text}" if title else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,12 +241,12 @@ class IngestHandler:
             blob = line_key(key, len(items))
             items.append(p)
             if o.content_changed:
-                o.after = replace(o.after, blob_key=blob)
-                states[o.after.id] = (
-                    replace(states[o.after.id], blob_key=blob)
-                    if states[o.after.id].current_version == o.after.current_version
-                    else states[o.after.id]
-                )
+                before, o.after = o.after, replace(o.after, blob_key=blob)
+                current = states[before.id]
+                if current is before:  # the document's last change in this batch: one copy, not two
+                    states[before.id] = o.after
+                elif current.current_version == before.current_version:
+                    states[before.id] = replace(current, blob_key=blob)
         return archives
 
     async def _resolve_people(
@@ -318,7 +313,3 @@ class IngestHandler:
                 await self.store.delete(key)
             except ObjectStoreError as exc:  # best effort: an orphan blob is harmless, a lost row is not
                 log.warning("could not delete orphan blob %s after rollback: %s", key, exc)
-
-
-def envelope_summary(env: ChangeEnvelope) -> str:
-    return json.dumps({"envelope_id": str(env.envelope_id), "key": env.key, "op": env.op.value})

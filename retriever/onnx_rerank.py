@@ -77,3 +77,6 @@ class OnnxReranker:
     async def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
         scores = await asyncio.to_thread(self.score_pairs, query, list(texts))
         return sorted(enumerate(scores), key=lambda x: (-x[1], x[0]))
+
+    async def aclose(self) -> None:
+        """Nothing to release (the session is freed with the object); part of the ``Reranker`` port."""

@@ -166,8 +166,6 @@ DENSE_ONLY = RankConfig(fusion="rrf", arm_weights=MappingProxyType({"dense": 1.0
 """Vector baseline: only the dense arm, in its own order."""
 RRF_ONLY = RankConfig(fusion="rrf", arm_weights=RRF_WEIGHTS, cascade=False, autocut=False)
 """Plain weighted RRF 1:1 (the seed's fusion) + tier boost + dedup; no cascade, no autocut (evaluation)."""
-RECENT_FIRST = RankConfig(decay_half_life_days=30.0, decay_min=0.5)
-"""DEFAULT plus final recency decay with a 30-day half-life, floored at 0.5."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,8 @@ from typing import Any
 
 import asyncpg
 
-from embedder.repository import sql_literal, vector_expr
+from services.db.vectors import sql_literal, vector_expr
+from services.viewer import Principals
 
 DEFAULT_EF_SEARCH = 400
 MAX_EF_SEARCH = 1000
@@ -40,7 +41,7 @@ class SearchScope:
     """Everything that restricts which child chunks an arm may return."""
 
     workspace: str
-    viewer: tuple[str, ...]
+    viewer: Principals
     source_systems: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     date_from: datetime | None = None

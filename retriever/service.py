@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from embedder.port import Embedder
 from retriever import search as sql
 from retriever.compose import (
     ARM_PRESETS,
@@ -44,8 +43,6 @@ from retriever.graph_channel import (
     resolve_seeds,
 )
 from retriever.ranking import Hit, RankedHit, fuse_and_rank
-from retriever.scope import OrgHierarchy
-from retriever.vendors import Reranker, Synthesizer
 from schemas.tools import (
     Passage,
     PassageFilters,
@@ -54,9 +51,11 @@ from schemas.tools import (
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
-from services.api.auth import Viewer
 from services.embedding_config import EmbeddingConfig
 from services.errors import InvalidPayloadError, OrgMemoryError
+from services.hierarchy import OrgHierarchy
+from services.ports import Embedder, Reranker, Synthesizer
+from services.viewer import Principals, Viewer
 
 log = logging.getLogger("orgmem.retriever")
 T = TypeVar("T")
@@ -112,9 +111,6 @@ class RetrieverService:
         if self._lexemes is None or now - self._lexemes[0] > LEXEME_STATS_TTL_S:
             self._lexemes = (now, await sql.lexeme_stats(conn))
         return self._lexemes[1]
-
-    def viewer_principals(self, viewer: Viewer) -> tuple[str, ...]:
-        return tuple(sorted(self.hierarchy.expand(viewer.principals)))
 
     # ---- passages ---------------------------------------------------------------------------------
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
@@ -176,7 +172,7 @@ class RetrieverService:
         filters: PassageFilters,
         limit: int,
         arms: str,
-        viewer: tuple[str, ...],
+        viewer: Principals,
         own: Sequence[str],
         axes: TimeAxes,
         now: datetime,
@@ -314,7 +310,7 @@ class RetrieverService:
             filters=req.filters,
             limit=req.limit,
             arms=req.arms,
-            viewer=self.viewer_principals(viewer),
+            viewer=viewer.expand(self.hierarchy),
             own=viewer.principals,
             axes=axes,
             now=now,
@@ -326,7 +322,7 @@ class RetrieverService:
         return SearchKnowledgeBaseResponse(passages=passages, diagnostics=found.diagnostics)
 
     # ---- retrieve_context -------------------------------------------------------------------------
-    async def _graph(self, req: RetrieveContextRequest, viewer: tuple[str, ...], axes: TimeAxes) -> GraphContext:
+    async def _graph(self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes) -> GraphContext:
         ctx = GraphContext()
         if not viewer or (not req.subjects and not req.about):
             return ctx
@@ -358,7 +354,7 @@ class RetrieverService:
             raise InvalidPayloadError(
                 "mode graph_first needs at least one subject seed (subjects and/or about)", field="subjects"
             )
-        principals = self.viewer_principals(viewer)
+        principals = viewer.expand(self.hierarchy)
         axes = resolve_time(
             req.query,
             req.filters,

@@ -42,7 +42,6 @@ Deterministic mapping of an event to a ``ChangeEnvelope`` (rules, all tested):
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping
@@ -440,9 +439,3 @@ def hierarchy_from_spec(dataset: str, spec: HierarchySpec) -> dict[str, dict[str
             "name": name,
         }
     return {"groups": groups}
-
-
-def write_hierarchy(path: str | Path, dataset: str = DEMO_DATASET, spec: HierarchySpec | None = None) -> None:
-    """Regenerate ``deploy/demo/org_hierarchy.json`` (defaults: the demo data set)."""
-    data = hierarchy_from_spec(dataset, DEMO_HIERARCHY_SPEC if spec is None else spec)
-    Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -19,16 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from schemas.tools import RetrieveContextRequest
-from services.api.auth import Viewer
 from services.db.migrate import migrate
 from services.eval.datasets import Context, any_visible, event_visibility, iter_envelopes, iter_queries
 from services.eval.gold import GoldQuery, Prediction, write_predictions
 from services.eval.metrics import Report, compare_table, score
-from services.kafka.lag import group_lag
 from services.kafka.topics import ensure_topics
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
+from services.stages import stage_lag
 
 ARMS = ("lexical", "dense", "hybrid", "full")
 Progress = Callable[[str, int, int], None]
@@ -68,8 +67,8 @@ def eval_settings(base: Settings, *, tag: str, embedder: str, dataset: Path) -> 
 
 
 async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
-    ingest = await group_lag(settings, "ingest")
-    embed = await group_lag(settings, "embed")
+    ingest = await stage_lag(settings, "ingest")
+    embed = await stage_lag(settings, "embed")
     return ingest.lag == 0 and embed.lag == 0 and ingest.committed >= produced, ingest.committed
 
 
@@ -84,8 +83,7 @@ async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: 
         mode=q.mode or "vector_first",
         about=names[0] if names else None,
     )
-    viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups), roles=frozenset())
-    resp = await service.retrieve_context(req, viewer)
+    resp = await service.retrieve_context(req, q.viewer.viewer())
     ids = list(dict.fromkeys(p.external_id for p in resp.passages))
     scores: dict[str, float] = {}
     for p in resp.passages:

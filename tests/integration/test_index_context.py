@@ -8,8 +8,8 @@ from typing import Any
 
 from ingest.chunking import content_hash
 from ingest.context import indexed_text
-from ingest.handler import embedding_input
 from schemas.envelope import ChangeEnvelope
+from services.embedding_input import embedding_input
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, fetch, later, principal, produce
 from tests.integration.test_write_path import lexical

@@ -17,9 +17,9 @@ from tokenizers.pre_tokenizers import Whitespace
 from tokenizers.processors import TemplateProcessing
 
 from retriever.onnx_rerank import OnnxReranker
-from retriever.wiring import build_reranker
 from services.errors import ConfigurationError
 from services.settings import Settings
+from services.wiring import build_reranker
 
 
 def _varint(n: int) -> bytes:
