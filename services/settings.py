@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.errors import ConfigurationError
+from services.payload_errors import field_path
 
 EmbeddingProvider = Literal["hash", "local", "bge", "openai"]
 SHARED_TOPICS = frozenset({"envelopes", "rpc.retrieve"})
@@ -65,6 +66,8 @@ class Settings(BaseSettings):
     retry_attempts: int = Field(default=5, ge=1, le=50)
     retry_base_delay_s: float = Field(default=0.2, gt=0)
     retry_max_delay_s: float = Field(default=10.0, gt=0)
+    # a stage whose dependency (Postgres, object store, broker) is down re-probes with backoff capped here
+    outage_max_delay_s: float = Field(default=5.0, gt=0)
     org_hierarchy_path: Path | None = None
     taxonomy_registry_path: Path | None = None
 
@@ -138,7 +141,7 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]).upper()
+            loc = field_path(err["loc"], root="").upper()
             if err["type"] == "missing":
                 problems.append(f"missing required setting {loc}")
             else:

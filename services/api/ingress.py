@@ -1,6 +1,7 @@
 """HTTP ingress: validate a ChangeEnvelope, produce it to ``om.envelopes.v1``, answer 202 with its offset.
 
-Invalid input -> 422 naming the field at fault, and nothing is produced. The batch form validates
+Invalid input -> 422 naming the field at fault, and nothing is produced; an ``envelope_id`` already bound
+to different content -> 409 (``services.idempotency``). The batch form validates
 every envelope first and produces nothing unless all are valid.
 """
 
@@ -14,7 +15,9 @@ from pydantic import ValidationError
 
 from schemas.envelope import ChangeEnvelope
 from services.api.auth import require_service
+from services.idempotency import conflicting_envelopes
 from services.metrics import INGRESS_ENVELOPES
+from services.payload_errors import field_errors
 
 router = APIRouter(prefix="/ingress", tags=["ingress"], dependencies=[Depends(require_service)])
 MAX_BATCH = 1000
@@ -25,10 +28,7 @@ def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
         env = ChangeEnvelope.model_validate(raw)
     except ValidationError as exc:
         INGRESS_ENVELOPES.labels("rejected").inc()
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "msg": e["msg"], "type": e["type"]}
-            for e in exc.errors()
-        ]
+        errors = field_errors(exc)
         detail: dict[str, Any] = {"field": errors[0]["field"], "errors": errors}
         if index is not None:
             detail["index"] = index
@@ -70,9 +70,25 @@ async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
     }
 
 
+async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> None:
+    """409 if an envelope_id (the idempotency key) is already bound to different content."""
+    async with request.app.state.runtime.pool.acquire() as conn:
+        clashes = await conflicting_envelopes(conn, envs)
+    if clashes:
+        INGRESS_ENVELOPES.labels("rejected").inc()
+        msg = "envelope_id was already used for different content (an idempotency key: resend the same content)"
+        errors = [{"field": "envelope_id", "msg": msg, "type": "idempotency_conflict", "index": i} for i in clashes]
+        detail: dict[str, Any] = {"field": "envelope_id", "errors": errors}
+        if len(envs) > 1:
+            detail["index"] = clashes[0]
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
+
+
 @router.post("/envelope", status_code=status.HTTP_202_ACCEPTED)
 async def post_envelope(request: Request, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    return await _produce(request, _validate(body))
+    env = _validate(body)
+    await _refuse_reused_ids(request, [env])
+    return await _produce(request, env)
 
 
 @router.post("/envelopes", status_code=status.HTTP_202_ACCEPTED)
@@ -80,5 +96,6 @@ async def post_envelopes(
     request: Request, body: list[dict[str, Any]] = Body(..., max_length=MAX_BATCH)
 ) -> dict[str, Any]:
     envs = [_validate(raw, i) for i, raw in enumerate(body)]
+    await _refuse_reused_ids(request, envs)
     results = await asyncio.gather(*(_produce(request, e) for e in envs))
     return {"accepted": len(results), "results": results}

@@ -20,7 +20,8 @@ from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
 from schemas.envelope import ChangeEnvelope
-from services.errors import InvalidPayloadError
+from services.kafka.clients import INPUT_MAX_BYTES, producer_config
+from services.payload_errors import invalid_payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +38,7 @@ def to_envelope(item: ChangeEnvelope | Mapping[str, Any]) -> ChangeEnvelope:
     try:
         return ChangeEnvelope.model_validate(item)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "body"
-        raise InvalidPayloadError(f"{loc}: {first['msg']}", field=loc) from None
+        raise invalid_payload(exc) from None
 
 
 class EnvelopeProducer:
@@ -47,11 +46,7 @@ class EnvelopeProducer:
         self.topic = topic
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap_servers,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=linger_ms,
-            max_request_size=8 * 1024 * 1024,
-            max_batch_size=1024 * 1024,
+            **producer_config(client_id="orgmem-producer", linger_ms=linger_ms, max_request_size=INPUT_MAX_BYTES),
         )
 
     async def __aenter__(self) -> EnvelopeProducer:
