@@ -467,7 +467,7 @@ async def write_audit(
     )
 
 
-PRF_ENABLED = False
+PRF_ENABLED = True
 """Whether the product's ``full`` arm runs pseudo-relevance feedback (baselines never do); see the README."""
 PRF_DOCS = 5
 PRF_TERMS = 8
@@ -530,7 +530,7 @@ async def lexical_arm_prf(
     ]
     terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
     terms = list(terms or [])[:BM25_MAX_TERMS]
-    extra = prf_expansion(docs, terms, stats)
+    extra = prf_expansion(docs, terms, stats, max_terms=PRF_TERMS, weight=PRF_WEIGHT)
     if not extra:
         return first
     second = await bm25(

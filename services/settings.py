@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     rerank_url: str | None = None
     rerank_api_key: SecretStr | None = None
+    rerank_provider: Literal["none", "http", "onnx"] = "none"
+    """``onnx``: a local cross-encoder from ``rerank_model_path`` (``retriever/onnx_rerank.py``); ``http`` (or
+    ``none`` with ``rerank_url`` set, as before): the vendor endpoint."""
+    rerank_model_path: Path | None = None
+    rerank_tokenizer_path: Path | None = None
 
     # --- taxonomy write-back --------------------------------------------------------------------
     taxonomy_proposal_webhook_url: str | None = None
