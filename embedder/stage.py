@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from embedder.handler import EmbedHandler
 from embedder.port import Embedder
+from embedder.process import ProcessEmbedder
 from embedder.providers import build_embedder
 from services.embedding_config import provider_kwargs
 from services.errors import ConfigurationError
@@ -17,6 +18,7 @@ from services.stagekit import register_batch_stage
 
 STAGE = "embed"
 TOPIC = "chunks"
+LOCAL_MODELS = ("local", "bge")  # CPU models that ProcessEmbedder can host
 
 
 def runtime_embedder(rt: Runtime) -> Embedder:
@@ -25,8 +27,14 @@ def runtime_embedder(rt: Runtime) -> Embedder:
     if existing is not None:
         return existing  # type: ignore[no-any-return]
     s = rt.settings
-    embedder = build_embedder(s.embedding_provider, **provider_kwargs(s))
+    embedder: Embedder
+    if s.embedding_provider in LOCAL_MODELS and s.embed_worker == "process":
+        embedder = ProcessEmbedder(s.embedding_provider, **provider_kwargs(s))
+    else:
+        embedder = build_embedder(s.embedding_provider, **provider_kwargs(s))
     if embedder.model != rt.embedding.model or embedder.dim != rt.embedding.dim:
+        if isinstance(embedder, ProcessEmbedder):
+            embedder.shutdown()
         raise ConfigurationError(
             f"embedder reports {embedder.model}/{embedder.dim}, settings say {rt.embedding.model}/{rt.embedding.dim}",
             setting="EMBEDDING_PROVIDER",

@@ -46,6 +46,9 @@ class Runtime:
         finally:
             await self.store.close()
             await self.pool.close()
+            embedder = self.extras.pop("embedder", None)  # a model process or vendor HTTP pool
+            if embedder is not None:
+                await embedder.aclose()
 
 
 def load_hierarchy(settings: Settings) -> OrgHierarchy:
