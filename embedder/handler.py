@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ class EmbedHandler:
             except ValidationError as exc:
                 loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
                 await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
+        began = time.perf_counter()
         model = self.embedder.model
         ids = list(dict.fromkeys(cid for _, ev in events for cid in ev.chunk_ids))
         async with self.pool.acquire() as conn:
@@ -71,7 +73,9 @@ class EmbedHandler:
         for c in pending:
             by_hash.setdefault(c.content_hash, []).append((c.id, c.content_hash))
         tokens = calls = 0
-        hashes = list(todo)
+        # shortest first, so each model batch holds texts of similar length: padding to a batch's longest text
+        # (and attention, quadratic in it) is what a mixed batch wastes; the provider alone sorts the same way
+        hashes = sorted(todo, key=lambda h: len(todo[h]))
         group = max(1, self.embedder.max_batch * self.group_batches)
         writing: asyncio.Task[int] | None = None
         try:
@@ -116,6 +120,14 @@ class EmbedHandler:
                         round(tokens * n / total),
                     )
         self.embedded_total += len(pending)
+        log.debug(
+            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, %.3fs",
+            len(records),
+            len(pending),
+            len(todo),
+            calls,
+            time.perf_counter() - began,
+        )
 
     async def _store(self, model: str, fresh: dict[str, list[float]], assign: list[tuple[uuid.UUID, str]]) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
