@@ -79,7 +79,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy services ingest embedder extractor retriever schemas
+	$(BIN)/mypy services ingest embedder extractor retriever schemas tests
 
 schemas: venv
 	$(BIN)/python -m schemas.export

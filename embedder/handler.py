@@ -24,12 +24,12 @@ import asyncpg
 from pydantic import ValidationError
 
 from embedder import repository as repo
-from embedder.port import Embedder
-from ingest.handler import embedding_input
 from schemas.events import ChunksToEmbed
+from services.embedding_input import embedding_input
 from services.errors import InvalidPayloadError
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.ports import Embedder
 
 log = logging.getLogger("orgmem.embed")
 

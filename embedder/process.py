@@ -4,7 +4,7 @@ With every stage in one process (``orgmem up``), the numpy MiniLM forward pass i
 hundreds of short GIL-releasing numpy calls per batch; each reacquires the GIL against an event loop busy with
 the other stages' Python (extraction, graph writes), and the model ran at a fraction of its standalone speed.
 ``ProcessEmbedder`` builds the provider in one child process (``spawn``) and sends it texts; the parent only
-pickles strings out and a float32 array back. The ``Embedder`` contract is unchanged (``embedder.port``):
+pickles strings out and a float32 array back. The ``Embedder`` contract is unchanged (``services.ports.Embedder``):
 same model id, dimension, batch size, vectors and spend as the wrapped provider.
 
 One worker: the model itself uses both cores (BLAS / onnxruntime threads); calls queue in order.
@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from embedder.port import Embedder, MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder, UsageMeter
 from services.errors import ConfigurationError
+from services.ports import Embedder
 
 _WORKER: Embedder | None = None
 _LOOP: asyncio.AbstractEventLoop | None = None

@@ -12,6 +12,8 @@ import asyncpg
 import numpy as np
 from pgvector import Vector
 
+from services.db.vectors import sql_literal, vector_expr
+
 STAGE = "embed"
 _LOCK_ID = 727_002
 
@@ -24,18 +26,9 @@ class PendingChunk:
     content_hash: str
 
 
-def sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def hnsw_index_name(model: str, dim: int) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower())[:30]
     return f"chunks_hnsw_{slug}_{dim}_{hashlib.blake2b(model.encode(), digest_size=3).hexdigest()}"
-
-
-def vector_expr(dim: int) -> str:
-    """The expression the HNSW index is built on; queries must use exactly this to hit the index."""
-    return f"(embedding::vector({int(dim)}))"
 
 
 async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> str:
@@ -55,7 +48,9 @@ async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> s
 
 async def load_pending(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], model: str) -> list[PendingChunk]:
     rows = await conn.fetch(
-        "SELECT id, title, text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
+        # the index input: context (ingest/context.py) + text, exactly what content_hash was computed over
+        "SELECT id, title, CASE WHEN coalesce(index_context, '') = '' THEN text ELSE index_context || ' ' || text"
+        " END AS text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
         " AND NOT deleted AND (embedding IS NULL OR embedding_model IS DISTINCT FROM $2) ORDER BY id",
         list(ids),
         model,

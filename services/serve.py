@@ -21,6 +21,7 @@ from services.kafka.topics import ensure_topics
 from services.runtime import Runtime, build_runtime
 from services.settings import Settings
 from services.stages import register_stages
+from services.wiring import build_clients
 
 log = logging.getLogger("orgmem.serve")
 DRAIN_TIMEOUT_S = 30.0
@@ -28,7 +29,7 @@ DRAIN_TIMEOUT_S = 30.0
 
 async def start_runtime(settings: Settings, stages: list[str]) -> Runtime:
     await ensure_topics(settings)
-    rt = await build_runtime(settings)
+    rt = await build_runtime(settings, build_clients)
     try:
         register_stages(rt, stages)
         if "embed" in stages:

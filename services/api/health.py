@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.health import readiness
 from services.metrics import REGISTRY
+from services.stages import specification_broker
 
 router = APIRouter(tags=["health"])
 
@@ -40,12 +41,12 @@ async def metrics() -> Response:
 
 @router.get("/asyncapi")
 async def asyncapi(request: Request) -> JSONResponse:
-    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows."""
+    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows (the catalogue's)."""
     from faststream.specification import AsyncAPI
 
     rt = request.app.state.runtime
     spec = AsyncAPI(
-        rt.broker,
+        specification_broker(rt.settings),
         title="Org Memory",
         version="0.1.0",
         description="Topics and payloads of the Org Memory pipeline",

@@ -7,9 +7,9 @@ import pytest
 
 from embedder.hashing import HashingEmbedder
 from embedder.minilm import MiniLMEmbedder
-from embedder.port import Embedder
 from embedder.process import ProcessEmbedder
 from services.errors import ConfigurationError
+from services.ports import Embedder
 
 pytestmark = pytest.mark.unit
 
