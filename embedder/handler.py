@@ -78,10 +78,13 @@ class EmbedHandler:
         hashes = sorted(todo, key=lambda h: len(todo[h]))
         group = max(1, self.embedder.max_batch * self.group_batches)
         writing: asyncio.Task[int] | None = None
+        model_s = 0.0
         try:
             for start in range(0, len(hashes), group):
                 part = hashes[start : start + group]
+                t_model = time.perf_counter()
                 vectors = await self.embedder.embed([todo[h] for h in part])  # the previous group is being stored
+                model_s += time.perf_counter() - t_model
                 usage = self.embedder.last_usage
                 tokens, calls = tokens + usage.tokens, calls + usage.calls
                 fresh = dict(zip(part, vectors, strict=True))
@@ -121,11 +124,12 @@ class EmbedHandler:
                     )
         self.embedded_total += len(pending)
         log.debug(
-            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, %.3fs",
+            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, model %.3fs of %.3fs",
             len(records),
             len(pending),
             len(todo),
             calls,
+            model_s,
             time.perf_counter() - began,
         )
 
