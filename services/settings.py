@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_dim: int = Field(default=384, ge=8, le=4096)
     embed_batch_size: int = Field(default=64, ge=1, le=2048)
+    # where a local model (local, bge) runs: a worker thread of the stage process (default) or its own process
+    # (the other stages' Python cannot reach it through the GIL; the main module must be import-safe: spawn)
+    embed_worker: Literal["process", "thread"] = "thread"
 
     # --- stages ----------------------------------------------------------------------------------
     ingest_batch_size: int = Field(default=500, ge=1, le=10_000)

@@ -7,6 +7,7 @@ what it builds.
 
 from __future__ import annotations
 
+from embedder.process import ProcessEmbedder
 from embedder.providers import build_embedder
 from extractor.llm import LlmExtractor
 from retriever.vendors import ChatSynthesizer, HttpReranker
@@ -17,11 +18,19 @@ from services.runtime import ClientFactory, ClientName, Clients
 from services.settings import Settings
 from services.taxonomy import Registry
 
+LOCAL_MODELS = ("local", "bge")  # CPU models that ProcessEmbedder can host (EMBED_WORKER=process)
+
 
 def build_checked_embedder(settings: Settings, embedding: EmbeddingConfig) -> Embedder:
     """The configured provider; it must report the model id and dimension the deployment expects."""
-    embedder = build_embedder(settings.embedding_provider, **provider_kwargs(settings))
+    embedder: Embedder
+    if settings.embedding_provider in LOCAL_MODELS and settings.embed_worker == "process":
+        embedder = ProcessEmbedder(settings.embedding_provider, **provider_kwargs(settings))
+    else:
+        embedder = build_embedder(settings.embedding_provider, **provider_kwargs(settings))
     if embedder.model != embedding.model or embedder.dim != embedding.dim:
+        if isinstance(embedder, ProcessEmbedder):
+            embedder.shutdown()
         raise ConfigurationError(
             f"embedder reports {embedder.model}/{embedder.dim}, settings say {embedding.model}/{embedding.dim}",
             setting="EMBEDDING_PROVIDER",

@@ -65,8 +65,8 @@ VOCAB = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "who": 3, "leads": 4, "search": 5, 
 
 def tiny_tokenizer(path: Path) -> Tokenizer:
     tok = Tokenizer(WordLevel(VOCAB, unk_token="[UNK]"))
-    tok.pre_tokenizer = Whitespace()  # type: ignore[assignment]
-    tok.post_processor = TemplateProcessing(  # type: ignore[assignment]
+    tok.pre_tokenizer = Whitespace()
+    tok.post_processor = TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
     )
     tok.save(str(path))
