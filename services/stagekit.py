@@ -17,7 +17,7 @@ from services.kafka.deadletters import PgDeadLetterLedger
 from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
 from services.kafka.watch import DependencyWatch
-from services.runtime import Runtime
+from services.runtime import ClientName, Runtime
 from services.settings import Settings
 
 H = TypeVar("H", bound=BatchHandler)
@@ -113,6 +113,8 @@ class Stage:
     declare_publishers: Callable[[KafkaBroker, Settings], None] = _declares_nothing
     subscribe: Callable[[Runtime, Stage], BatchHandler] | None = None
     writes_projection: bool = True
+    clients: frozenset[ClientName] = frozenset()
+    """The runtime clients its handler uses: a process builds only what its stages (and its API) need."""
 
     @property
     def replayable(self) -> bool:

@@ -26,7 +26,7 @@ from services.runtime import build_runtime
 from services.settings import Settings
 from services.stagekit import dependency_watch
 from services.stages import STAGES, replayable_stages
-from services.wiring import build_clients
+from services.wiring import clients_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ async def replay(
     if stage not in replayable_stages():
         raise SystemExit(f"cannot replay {stage!r}; stages: {', '.join(replayable_stages())}")
     chosen = STAGES[stage]
-    rt = await build_runtime(settings, build_clients)
+    rt = await build_runtime(settings, clients_for(chosen.clients))
     await rt.start()
     topic = chosen.input_topic(settings)
     dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage, ledger=PgDeadLetterLedger(rt.pool))

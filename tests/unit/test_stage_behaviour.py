@@ -19,7 +19,7 @@ from services.objectstore import build_object_store
 from services.runtime import Clients, Runtime
 from services.settings import Settings
 from services.stagekit import Stage
-from tests.stage_behaviour import BATCH_STAGES, Letter, StageHarness, poison_goes_to_the_stage_dead_letter_topic
+from tests.stage_behaviour import STAGES, Letter, StageHarness, poison_goes_to_the_stage_dead_letter_topic
 
 
 class RecordingPublisher:
@@ -72,7 +72,7 @@ class RecordingPool:
     async def close(self) -> None: ...
 
 
-@pytest.mark.parametrize("stage", BATCH_STAGES, ids=lambda s: s.name)
+@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path: Path) -> None:
     settings = Settings(
         database_url="postgresql://in-memory/none",
