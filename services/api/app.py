@@ -8,7 +8,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 
-from services.api import errors, graph, health, ingress, mcp, memories, openapi, tools
+from services.api import (
+    errors,
+    graph,
+    health,
+    ingress,
+    mcp,
+    memories,
+    openapi,
+    procedures,
+    taxonomy,
+    tools,
+    worldbuilder,
+)
 from services.api.limits import RequestLimits
 from services.directory import load_static_members
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
@@ -51,6 +63,9 @@ def create_app(rt: Runtime) -> FastAPI:
     mcp.mount(app, mcp_server, rt.settings)
     app.include_router(tools.router, responses=errors.responses(502))
     app.include_router(graph.router, responses=errors.responses(404))
+    app.include_router(worldbuilder.router, responses=errors.responses(404))
+    app.include_router(procedures.router, responses=errors.responses(403, 404))
+    app.include_router(taxonomy.router, responses=errors.responses(403, 404))
     openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(
