@@ -42,8 +42,10 @@ from retriever.wiring import get_service
 from schemas.envelope import Principal
 from schemas.graph import DiffFactsRequest, QueryFactsRequest, QueryPathsRequest
 from schemas.memory import RememberRequest
+from schemas.procedures import SearchProceduralMemoryRequest
 from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest, Workspace
-from services.api import graph
+from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
+from services.api import graph, procedures, worldbuilder
 from services.api.auth import require_viewer
 from services.api.memories import caller_of, get_memory_service
 from services.errors import ConfigurationError, OrgMemoryError
@@ -92,7 +94,7 @@ def render(tool: str, data: dict[str, Any]) -> str:
         lines.append("path: " + json.dumps(p, default=str, separators=(",", ":"))[:600])
     if tool in ("remember", "forget"):
         lines.append(json.dumps({k: v for k, v in data.items() if k != "key"}, default=str))
-    if tool == "diff_facts":
+    if tool in JSON_RENDERED:
         lines.append(json.dumps(data, default=str, separators=(",", ":"))[:4000])
     if data.get("answer"):
         lines.insert(0, f"answer: {data['answer']}")
@@ -194,7 +196,29 @@ TOOLS: tuple[ToolSpec, ...] = (
         _forget,
         read_only=False,
     ),
+    # seed-001 tools (services/api/worldbuilder.py, services/api/procedures.py): the same run_* functions
+    ToolSpec(
+        "worldbuilder_kb",
+        WorldbuilderKbRequest,
+        "Search the knowledge base grouped per document, with the people who took part; about = only "
+        "documents a person participates in, author = only documents they wrote.",
+        lambda rt, v, req: worldbuilder.run_worldbuilder_kb(rt, v, req),
+    ),
+    ToolSpec(
+        "worldbuilder_lookup",
+        WorldbuilderLookupRequest,
+        "A grounded profile of one person, team or project (by name or subject {type, id}): role, "
+        "relationships and the evidence documents behind them. Use it to learn who someone is.",
+        lambda rt, v, req: worldbuilder.run_worldbuilder_lookup(rt, v, req),
+    ),
+    ToolSpec(
+        "search_procedural_memory",
+        SearchProceduralMemoryRequest,
+        "Find how-to procedures (runbooks, checklists) the organisation has recorded, each with its steps.",
+        lambda rt, v, req: procedures.run_search_procedural_memory(rt, v, req),
+    ),
 )
+JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb", "worldbuilder_lookup", "search_procedural_memory"})
 
 
 def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
