@@ -23,6 +23,7 @@ from schemas.events import ChunksToEmbed
 from services.errors import InvalidPayloadError
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.metrics import EMBED_TEXTS, EMBED_TOKENS
 
 log = logging.getLogger("orgmem.embed")
 
@@ -59,6 +60,8 @@ class EmbedHandler:
             vectors = await self.embedder.embed([todo[h] for h in hashes])
             usage = self.embedder.last_usage
             tokens, calls = usage.tokens, usage.calls
+            EMBED_TEXTS.labels(model).inc(len(hashes))
+            EMBED_TOKENS.labels(model).inc(tokens)
             new_cache = dict(zip(hashes, vectors, strict=True))
         all_vectors: dict[str, object] = {**cached, **new_cache}
         workspaces = Counter(ev.workspace for _, ev in events)

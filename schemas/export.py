@@ -20,6 +20,17 @@ CONTRACTS: dict[str, str] = {
     "graph_event.v1": "schemas.graph:GraphEvent",
     "retrieve_context.request.v1": "schemas.tools:RetrieveContextRequest",
     "retrieve_context.response.v1": "schemas.tools:RetrieveContextResponse",
+    "admin.health.v1": "schemas.admin:AdminHealth",
+    "admin.spend.v1": "schemas.admin:SpendReport",
+    "admin.budget_request.v1": "schemas.admin:BudgetRequest",
+    "admin.retention_policy.v1": "schemas.admin:RetentionPolicy",
+    "admin.retention_report.v1": "schemas.admin:RetentionReport",
+    "admin.legal_hold_request.v1": "schemas.admin:LegalHoldRequest",
+    "admin.legal_hold.v1": "schemas.admin:LegalHold",
+    "admin.retrieval_audit_page.v1": "schemas.admin:RetrievalAuditPage",
+    "admin.ingress_audit_page.v1": "schemas.admin:IngressAuditPage",
+    "admin.document_access.v1": "schemas.admin:DocumentAccess",
+    "admin.viewer_access.v1": "schemas.admin:ViewerAccess",
 }
 
 

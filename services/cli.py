@@ -119,8 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="infrastructure health and consumer lag per stage")
     from services.eval.cli import add_eval_commands
     from services.ops.cli import add_ops_commands
+    from services.ops.retention import add_retention_commands
 
     add_ops_commands(sub)
+    add_retention_commands(sub)
     add_eval_commands(sub)
     return ap
 
@@ -134,7 +136,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo"}
+ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention"}
 
 
 async def _run(handler: Command, settings: Settings, args: argparse.Namespace) -> int:

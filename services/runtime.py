@@ -18,6 +18,7 @@ from services.errors import ConfigurationError
 from services.kafka.app import BrokerPublisher, build_broker
 from services.objectstore import ObjectStore, build_object_store
 from services.settings import Settings
+from services.tracing import TracedPublisher
 
 log = logging.getLogger("orgmem.runtime")
 
@@ -74,7 +75,7 @@ async def build_runtime(settings: Settings) -> Runtime:
         pool=pool,
         store=build_object_store(settings),
         broker=broker,
-        publisher=BrokerPublisher(settings),
+        publisher=TracedPublisher(settings),
         embedding=embedding_config(settings),
         hierarchy=load_hierarchy(settings),
     )

@@ -51,6 +51,13 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    metrics_token: SecretStr | None = Field(default=None, description="bearer token for /metrics besides the API key")
+
+    # --- governance ------------------------------------------------------------------------------
+    retention_interval_s: float = Field(
+        default=3600.0, ge=0, description="seconds between retention runs inside `orgmem up` (0 = off)"
+    )
+    retention_batch_size: int = Field(default=200, ge=1, le=5000)
 
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"

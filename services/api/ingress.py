@@ -12,8 +12,10 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, status
 from pydantic import ValidationError
 
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import PRINCIPAL_RE, ChangeEnvelope
+from services import tracing
 from services.api.auth import require_service
+from services.governance.audits import record_ingress
 from services.metrics import INGRESS_ENVELOPES
 
 router = APIRouter(prefix="/ingress", tags=["ingress"], dependencies=[Depends(require_service)])
@@ -61,6 +63,8 @@ async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
         headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
     )
     INGRESS_ENVELOPES.labels("accepted").inc()
+    meta_row = (env, meta.topic, meta.partition, meta.offset)
+    request.state.ingress_rows = [*getattr(request.state, "ingress_rows", []), meta_row]
     return {
         "envelope_id": str(env.envelope_id),
         "key": env.key,
@@ -70,9 +74,43 @@ async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
     }
 
 
+def _caller(request: Request) -> str:
+    """The calling service, and the human it acts for when the gateway named one (audited)."""
+    pid = (request.headers.get("x-principal-id") or "").strip().lower()
+    return f"service:{pid}" if PRINCIPAL_RE.match(pid) else "service"
+
+
+async def _audit(request: Request) -> None:
+    rows = getattr(request.state, "ingress_rows", [])
+    caller = _caller(request)
+    async with request.app.state.runtime.pool.acquire() as conn:
+        await record_ingress(
+            conn,
+            [
+                (
+                    caller,
+                    env.envelope_id,
+                    env.workspace,
+                    env.source.system,
+                    env.source.external_id,
+                    str(env.op.value),
+                    t,
+                    p,
+                    o,
+                )
+                for env, t, p, o in rows
+            ],
+        )
+
+
 @router.post("/envelope", status_code=status.HTTP_202_ACCEPTED)
 async def post_envelope(request: Request, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    return await _produce(request, _validate(body))
+    with tracing.span("ingress.envelope") as sp:
+        env = _validate(body)
+        tracing.set_attributes(sp, envelope_id=str(env.envelope_id), workspace=env.workspace, key=env.key)
+        result = await _produce(request, env)
+    await _audit(request)
+    return result
 
 
 @router.post("/envelopes", status_code=status.HTTP_202_ACCEPTED)
@@ -80,5 +118,8 @@ async def post_envelopes(
     request: Request, body: list[dict[str, Any]] = Body(..., max_length=MAX_BATCH)
 ) -> dict[str, Any]:
     envs = [_validate(raw, i) for i, raw in enumerate(body)]
-    results = await asyncio.gather(*(_produce(request, e) for e in envs))
+    with tracing.span("ingress.envelopes") as sp:
+        tracing.set_attributes(sp, count=len(envs))
+        results = await asyncio.gather(*(_produce(request, e) for e in envs))
+    await _audit(request)
     return {"accepted": len(results), "results": results}

@@ -21,6 +21,7 @@ from typing import Protocol, TypeVar
 
 from services.errors import ObjectStoreError, PermanentError, TransientError, VendorError
 from services.kafka.records import Record
+from services.metrics import STAGE_DEAD_LETTERED
 
 log = logging.getLogger("orgmem.delivery")
 T = TypeVar("T")
@@ -92,6 +93,7 @@ class DeadLetters:
                 headers[f"x-orig-{k}"] = v.decode("utf-8", "replace")
         await self.publisher.send(self.topic, record.value, key=record.key, headers=headers)
         self.count += 1
+        STAGE_DEAD_LETTERED.labels(self.stage).inc()
         log.error(
             "dead-lettered %s [%s] to %s: %s: %s",
             record.position,

@@ -1,0 +1,158 @@
+-- 0004: governance — budgets and refusals, retention policies and purge audit, legal holds,
+-- ACL history (permission history), ingress audit, and the document ids of every retrieval audit row.
+
+-- Daily token budgets per workspace (and optionally per model: '*' = every model).
+CREATE TABLE budgets (
+    workspace     text NOT NULL,
+    model         text NOT NULL DEFAULT '*',
+    daily_tokens  bigint NOT NULL CHECK (daily_tokens >= 0),
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    updated_by    text,
+    PRIMARY KEY (workspace, model)
+);
+
+-- Optional LLM work that a budget stopped, with its reason (the core pipeline is never stopped).
+CREATE TABLE spend_refusals (
+    day        date NOT NULL,
+    workspace  text NOT NULL,
+    model      text NOT NULL,
+    purpose    text NOT NULL,
+    reason     text NOT NULL,
+    count      bigint NOT NULL DEFAULT 0,
+    last_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (day, workspace, model, purpose, reason)
+);
+
+-- Retention per workspace x source system x kind ('*' = any). The most specific policy wins.
+CREATE TABLE retention_policies (
+    workspace                    text NOT NULL,
+    source_system                text NOT NULL DEFAULT '*',
+    kind                         text NOT NULL DEFAULT '*',
+    max_age_days                 integer CHECK (max_age_days IS NULL OR max_age_days > 0),
+    purge_tombstoned_after_days  integer CHECK (purge_tombstoned_after_days IS NULL OR purge_tombstoned_after_days >= 0),
+    updated_at                   timestamptz NOT NULL DEFAULT now(),
+    updated_by                   text,
+    PRIMARY KEY (workspace, source_system, kind)
+);
+
+-- One row per purge batch: who, which policy, what was removed (counts and the document ids).
+CREATE TABLE retention_audit (
+    id                bigserial PRIMARY KEY,
+    run_id            uuid NOT NULL,
+    at                timestamptz NOT NULL DEFAULT now(),
+    actor             text NOT NULL,
+    workspace         text NOT NULL,
+    policy            jsonb NOT NULL,
+    reason            text NOT NULL CHECK (reason IN ('max_age', 'tombstoned')),
+    documents         integer NOT NULL,
+    chunks            integer NOT NULL,
+    versions          integer NOT NULL,
+    evidence_links    integer NOT NULL,
+    facts_retracted   integer NOT NULL,
+    blobs             integer NOT NULL,
+    document_ids      uuid[] NOT NULL
+);
+CREATE INDEX retention_audit_at ON retention_audit (at);
+
+-- Archived envelope lines still to be blanked in the object store (written in the purge transaction,
+-- drained after commit, retried by the next run), so a purge never leaves a blob behind.
+CREATE TABLE retention_blob_queue (
+    object_key  text NOT NULL,
+    line        integer NOT NULL,
+    queued_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (object_key, line)
+);
+
+CREATE TABLE legal_holds (
+    id             uuid PRIMARY KEY,
+    workspace      text NOT NULL,
+    source_system  text,
+    document_ids   uuid[],
+    person_id      uuid,
+    from_time      timestamptz,
+    to_time        timestamptz,
+    reason         text NOT NULL,
+    created_by     text NOT NULL,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    released_at    timestamptz,
+    released_by    text
+);
+CREATE INDEX legal_holds_active ON legal_holds (workspace) WHERE released_at IS NULL;
+
+-- ACL history: every applied ACL state (and tombstone / revival) of a document with the time it took
+-- effect; a state is valid until the next row's valid_from. Kept by a trigger, so every writer of
+-- documents (ingest, replay, rebuild) records it.
+CREATE TABLE acl_history (
+    document_id  uuid NOT NULL REFERENCES documents (id),
+    valid_from   timestamptz NOT NULL,
+    principals   text[] NOT NULL,
+    deleted      boolean NOT NULL,
+    recorded_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (document_id, valid_from, deleted)
+);
+
+CREATE FUNCTION om_record_acl_history() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.principals IS DISTINCT FROM OLD.principals
+       OR NEW.acl_event_time IS DISTINCT FROM OLD.acl_event_time
+       OR (NEW.deleted_at IS NULL) <> (OLD.deleted_at IS NULL) THEN
+        INSERT INTO acl_history (document_id, valid_from, principals, deleted)
+        VALUES (
+            NEW.id,
+            CASE
+                WHEN NEW.deleted_at IS NOT NULL THEN NEW.deleted_at
+                WHEN TG_OP = 'UPDATE' AND OLD.deleted_at IS NOT NULL THEN NEW.event_time
+                ELSE COALESCE(NEW.acl_event_time, NEW.event_time)
+            END,
+            NEW.principals,
+            NEW.deleted_at IS NOT NULL
+        )
+        ON CONFLICT (document_id, valid_from, deleted) DO UPDATE SET principals = EXCLUDED.principals;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER documents_acl_history AFTER INSERT OR UPDATE ON documents
+    FOR EACH ROW EXECUTE FUNCTION om_record_acl_history();
+
+-- Envelopes accepted at the HTTP ingress (who sent what, where it landed).
+CREATE TABLE ingress_audit (
+    id             bigserial PRIMARY KEY,
+    at             timestamptz NOT NULL DEFAULT now(),
+    caller         text NOT NULL,
+    envelope_id    uuid NOT NULL,
+    workspace      text NOT NULL,
+    source_system  text NOT NULL,
+    external_id    text NOT NULL,
+    op             text NOT NULL,
+    topic          text NOT NULL,
+    partition      integer NOT NULL,
+    "offset"       bigint NOT NULL
+);
+CREATE INDEX ingress_audit_at ON ingress_audit (at);
+
+-- Retrieval audit: the documents behind the returned chunks, resolved at write time (chunk ids change
+-- with versions, so "who saw document D" must not depend on today's chunks).
+ALTER TABLE retrieval_audit ADD COLUMN returned_documents uuid[] NOT NULL DEFAULT '{}';
+CREATE INDEX retrieval_audit_documents ON retrieval_audit USING gin (returned_documents);
+CREATE INDEX retrieval_audit_viewer ON retrieval_audit (viewer, at);
+
+CREATE FUNCTION om_audit_documents() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF cardinality(NEW.returned_ids) > 0 AND cardinality(NEW.returned_documents) = 0 THEN
+        NEW.returned_documents := ARRAY(
+            SELECT DISTINCT c.document_id FROM chunks c
+            WHERE c.id = ANY (ARRAY(SELECT x::uuid FROM unnest(NEW.returned_ids) x
+                                    WHERE x ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'))
+        );
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER retrieval_audit_documents BEFORE INSERT ON retrieval_audit
+    FOR EACH ROW EXECUTE FUNCTION om_audit_documents();
+
+-- Records processed per stage over the last minute (admin health) without scanning every claim.
+CREATE INDEX processed_events_recent ON processed_events (stage, processed_at);
