@@ -29,6 +29,7 @@ from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
+from services.governance.acl_history import record_acl_states
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
@@ -139,6 +140,9 @@ class IngestHandler:
                 content_docs[o.after.id] = (o, i)
         final = {o.after.id: states[o.after.id] for o in outcomes}
         await repo.save_states(conn, list(final.values()))
+        await record_acl_states(
+            conn, [(s.id, s.principals, s.acl_event_time, s.event_time, s.deleted_at) for s in final.values()]
+        )
         await repo.insert_versions(
             conn,
             [

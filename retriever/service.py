@@ -482,6 +482,7 @@ class RetrieverService:
                 tool=tool,
                 query_hash=query_hash(query),
                 returned_ids=[str(p.chunk_id) for p in passages],
+                returned_documents=[p.document_id for p in passages],
                 latency_ms=latency,
                 diagnostics=json.dumps({"timings_ms": diag.get("timings_ms")}),
             )

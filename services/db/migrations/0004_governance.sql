@@ -80,8 +80,8 @@ CREATE TABLE legal_holds (
 CREATE INDEX legal_holds_active ON legal_holds (workspace) WHERE released_at IS NULL;
 
 -- ACL history: every applied ACL state (and tombstone / revival) of a document with the time it took
--- effect; a state is valid until the next row's valid_from. Kept by a trigger, so every writer of
--- documents (ingest, replay, rebuild) records it.
+-- effect; a state is valid until the next row's valid_from. Written by ingest in the same transaction
+-- as the document (services/governance/acl_history.py), so replay and rebuild record it too.
 CREATE TABLE acl_history (
     document_id  uuid NOT NULL REFERENCES documents (id),
     valid_from   timestamptz NOT NULL,
@@ -90,31 +90,6 @@ CREATE TABLE acl_history (
     recorded_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (document_id, valid_from, deleted)
 );
-
-CREATE FUNCTION om_record_acl_history() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' OR NEW.principals IS DISTINCT FROM OLD.principals
-       OR NEW.acl_event_time IS DISTINCT FROM OLD.acl_event_time
-       OR (NEW.deleted_at IS NULL) <> (OLD.deleted_at IS NULL) THEN
-        INSERT INTO acl_history (document_id, valid_from, principals, deleted)
-        VALUES (
-            NEW.id,
-            CASE
-                WHEN NEW.deleted_at IS NOT NULL THEN NEW.deleted_at
-                WHEN TG_OP = 'UPDATE' AND OLD.deleted_at IS NOT NULL THEN NEW.event_time
-                ELSE COALESCE(NEW.acl_event_time, NEW.event_time)
-            END,
-            NEW.principals,
-            NEW.deleted_at IS NOT NULL
-        )
-        ON CONFLICT (document_id, valid_from, deleted) DO UPDATE SET principals = EXCLUDED.principals;
-    END IF;
-    RETURN NEW;
-END
-$$;
-
-CREATE TRIGGER documents_acl_history AFTER INSERT OR UPDATE ON documents
-    FOR EACH ROW EXECUTE FUNCTION om_record_acl_history();
 
 -- Envelopes accepted at the HTTP ingress (who sent what, where it landed).
 CREATE TABLE ingress_audit (
@@ -132,27 +107,11 @@ CREATE TABLE ingress_audit (
 );
 CREATE INDEX ingress_audit_at ON ingress_audit (at);
 
--- Retrieval audit: the documents behind the returned chunks, resolved at write time (chunk ids change
+-- Retrieval audit: the documents behind the returned chunks, written with the row (chunk ids change
 -- with versions, so "who saw document D" must not depend on today's chunks).
 ALTER TABLE retrieval_audit ADD COLUMN returned_documents uuid[] NOT NULL DEFAULT '{}';
 CREATE INDEX retrieval_audit_documents ON retrieval_audit USING gin (returned_documents);
 CREATE INDEX retrieval_audit_viewer ON retrieval_audit (viewer, at);
-
-CREATE FUNCTION om_audit_documents() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF cardinality(NEW.returned_ids) > 0 AND cardinality(NEW.returned_documents) = 0 THEN
-        NEW.returned_documents := ARRAY(
-            SELECT DISTINCT c.document_id FROM chunks c
-            WHERE c.id = ANY (ARRAY(SELECT x::uuid FROM unnest(NEW.returned_ids) x
-                                    WHERE x ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'))
-        );
-    END IF;
-    RETURN NEW;
-END
-$$;
-
-CREATE TRIGGER retrieval_audit_documents BEFORE INSERT ON retrieval_audit
-    FOR EACH ROW EXECUTE FUNCTION om_audit_documents();
 
 -- Records processed per stage over the last minute (admin health) without scanning every claim.
 CREATE INDEX processed_events_recent ON processed_events (stage, processed_at);
