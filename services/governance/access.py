@@ -77,14 +77,14 @@ async def viewer_documents(
     workspace: str | None,
     limit: int = MAX_HITS,
 ) -> list[dict[str, Any]]:
-    """Documents the principals held at ``as_of`` (not deleted then, created by then), optionally only
+    """Documents the principals held at ``as_of`` (existing and not deleted then), optionally only
     those whose text matches ``query`` (full text, websearch syntax)."""
     rows = await conn.fetch(
         f"WITH st AS ({STATE_AT})"
         " SELECT d.id AS document_id, d.external_id, d.source_system, d.kind, d.title, d.event_time,"
         " ARRAY(SELECT unnest(st.principals) INTERSECT SELECT unnest($2::text[])) AS matched_principals"
         " FROM st JOIN documents d ON d.id = st.document_id"
-        " WHERE NOT st.deleted AND st.principals && $2::text[] AND d.event_time <= $1"
+        " WHERE NOT st.deleted AND st.principals && $2::text[]"
         " AND ($4::text IS NULL OR d.workspace = $4)"
         " AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND NOT c.is_parent"
         "      AND c.tsv @@ websearch_to_tsquery('english', $3)))"
