@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     try:
         settings = load_settings()
-        logging.getLogger().setLevel(settings.log_level.upper())
+        from services import logs
+
+        logs.configure(settings.log_level, settings.log_format)
         logging.getLogger("orgmem.faststream").setLevel(logging.WARNING)
         handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
         if handler is None:

@@ -83,6 +83,7 @@ class Settings(BaseSettings):
     rerank_api_key: SecretStr | None = None
 
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
 
     @model_validator(mode="after")
     def _backend_credentials(self) -> Settings:

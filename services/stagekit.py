@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from services import tracing
+from services import logs, tracing
 from services.kafka.app import subscribe_batch
 from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
@@ -42,7 +42,7 @@ class InstrumentedHandler:
     async def __call__(self, records: Sequence[Record]) -> None:
         start = time.perf_counter()
         try:
-            with tracing.stage_spans(self.stage, records):
+            with logs.stage_context(self.stage, records), tracing.stage_spans(self.stage, records):
                 await self.inner(records)
         except BaseException:
             STAGE_FAILED.labels(self.stage).inc(len(records))
