@@ -52,7 +52,7 @@ def configure(settings: Settings) -> bool:
     except ImportError as exc:
         raise ConfigurationError(
             "OTEL_EXPORTER_OTLP_ENDPOINT is set but opentelemetry-exporter-otlp-proto-http is not installed"
-            " (pip install 'orgmem[otlp]')",
+            " (pip install 'org-memory[otlp]')",
             setting="OTEL_EXPORTER_OTLP_ENDPOINT",
         ) from exc
     from opentelemetry.sdk.resources import Resource
