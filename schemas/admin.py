@@ -220,6 +220,28 @@ class IngressAuditPage(_Strict):
     next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
 
 
+class PurgeAuditRow(_Strict):
+    id: int
+    run_id: uuid.UUID
+    at: datetime
+    actor: str
+    workspace: str
+    policy: RetentionPolicy
+    reason: Literal["max_age", "tombstoned"]
+    documents: int
+    chunks: int
+    versions: int
+    evidence_links: int
+    facts_retracted: int
+    blobs: int
+    document_ids: list[uuid.UUID]
+
+
+class PurgeAuditPage(_Strict):
+    items: list[PurgeAuditRow]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
+
+
 class AclState(_Strict):
     valid_from: datetime
     valid_to: datetime | None

@@ -29,6 +29,7 @@ CONTRACTS: dict[str, str] = {
     "admin.legal_hold.v1": "schemas.admin:LegalHold",
     "admin.retrieval_audit_page.v1": "schemas.admin:RetrievalAuditPage",
     "admin.ingress_audit_page.v1": "schemas.admin:IngressAuditPage",
+    "admin.retention_audit_page.v1": "schemas.admin:PurgeAuditPage",
     "admin.document_access.v1": "schemas.admin:DocumentAccess",
     "admin.viewer_access.v1": "schemas.admin:ViewerAccess",
 }

@@ -19,6 +19,7 @@ from schemas.admin import (
     IngressAuditPage,
     LegalHold,
     LegalHoldRequest,
+    PurgeAuditPage,
     RetentionPolicy,
     RetentionReport,
     RetrievalAuditPage,
@@ -253,6 +254,31 @@ async def ingress_audits(
             workspace=workspace,
             source_system=source_system,
             external_id=external_id,
+            since=_aware(since, "since"),
+            until=_aware(until, "until"),
+            before_id=_cursor(cursor),
+            limit=limit,
+        )
+    return {"items": rows, "next_cursor": audits.next_cursor(rows, limit)}
+
+
+@router.get("/audits/retention", response_model=PurgeAuditPage)
+async def retention_audits(
+    request: Request,
+    _: Admin,
+    workspace: Annotated[str | None, Query(pattern=NAME)] = None,
+    document: uuid.UUID | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
+) -> dict[str, Any]:
+    """Every purge batch: who ran it, under which policy, what it removed."""
+    async with _rt(request).pool.acquire() as conn:
+        rows = await audits.purges(
+            conn,
+            workspace=workspace,
+            document=document,
             since=_aware(since, "since"),
             until=_aware(until, "until"),
             before_id=_cursor(cursor),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -70,6 +71,32 @@ async def ingress(
         limit,
     )
     return [dict(r) for r in rows]
+
+
+async def purges(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str | None,
+    document: uuid.UUID | None,
+    since: datetime | None,
+    until: datetime | None,
+    before_id: int | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        "SELECT id, run_id, at, actor, workspace, policy::text AS policy, reason, documents, chunks, versions,"
+        " evidence_links, facts_retracted, blobs, document_ids FROM retention_audit"
+        " WHERE ($1::text IS NULL OR workspace = $1) AND ($2::uuid IS NULL OR document_ids @> ARRAY[$2::uuid])"
+        " AND ($3::timestamptz IS NULL OR at >= $3) AND ($4::timestamptz IS NULL OR at < $4)"
+        " AND ($5::bigint IS NULL OR id < $5) ORDER BY id DESC LIMIT $6",
+        workspace,
+        document,
+        since,
+        until,
+        before_id,
+        limit,
+    )
+    return [dict(r) | {"policy": json.loads(r["policy"])} for r in rows]
 
 
 async def record_ingress(conn: asyncpg.Connection, rows: list[tuple[Any, ...]]) -> None:

@@ -28,6 +28,10 @@ ROUTES = [
     ("GET", "/v1/admin/legal-holds", None),
     ("GET", "/v1/admin/audits/retrievals", None),
     ("GET", "/v1/admin/audits/ingress", None),
+    ("GET", "/v1/admin/audits/retention", None),
+    ("GET", f"/v1/admin/legal-holds/{uuid.uuid4()}/documents", None),
+    ("POST", f"/v1/admin/legal-holds/{uuid.uuid4()}/release", None),
+    ("DELETE", "/v1/admin/retention/policies?workspace=default", None),
     ("GET", f"/v1/admin/access?document={uuid.uuid4()}", None),
 ]
 
@@ -69,20 +73,31 @@ async def test_every_admin_route_needs_the_key_and_the_admin_role(settings: Sett
         assert (await client.get("/metrics", headers={"X-Api-Key": "test-key"})).status_code == 200
 
 
+def _sample(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 async def test_metrics_token_opens_metrics_only(settings_factory: Any, pipeline: Any) -> None:
     s = await settings_factory(metrics_token="scrape-me")
     rt = await pipeline("ingest", settings_override=s)
-    await produce(s, envelope("m-1", "metric me", principals=[principal()]))
-    await eventually(lambda: fetchval(s, "SELECT count(*) FROM documents"))
+    token = {"Authorization": "Bearer scrape-me"}
+    processed = 'orgmem_stage_records_processed_total{stage="ingest"}'
+    batches = 'orgmem_stage_batch_seconds_count{stage="ingest"}'
     async with api_client(rt) as client:
-        r = await client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
+        before = (await client.get("/metrics", headers=token)).text
+        await produce(s, envelope("m-1", "metric me", principals=[principal()]))
+        await eventually(lambda: fetchval(s, "SELECT count(*) FROM documents"))
+        r = await client.get("/metrics", headers=token)
         assert r.status_code == 200, r.text
         text = r.text
-        assert 'orgmem_stage_records_processed_total{stage="ingest"} 1.0' in text
-        assert 'orgmem_stage_batch_seconds_count{stage="ingest"}' in text
-        assert 'orgmem_consumer_lag_records{stage="ingest"} 0.0' in text
+        assert _sample(text, processed) - _sample(before, processed) == 1.0
+        assert _sample(text, batches) > _sample(before, batches)
+        assert 'orgmem_consumer_lag_records{stage="ingest"}' in text
         assert "process_resident_memory_bytes" in text
-        assert (await client.get("/v1/admin/health", headers={"Authorization": "Bearer scrape-me"})).status_code == 401
+        assert (await client.get("/v1/admin/health", headers=token)).status_code == 401
 
 
 async def test_health_reports_stages_infrastructure_and_spend_alerts(settings: Settings, pipeline: Any) -> None:

@@ -100,6 +100,14 @@ async def test_held_document_survives_a_purge_that_removes_its_unheld_neighbour(
         assert sum(b["facts_retracted"] for b in report["batches"]) >= 1  # "Dana founded Acme" lost its evidence
 
         assert await _search(client, g, "zebrafinch") == []
+        audit = await client.get(
+            "/v1/admin/audits/retention", params={"document": str(rows["gone-1"]["id"])}, headers=ADMIN
+        )
+        assert audit.status_code == 200, audit.text
+        [entry] = audit.json()["items"]
+        assert entry["actor"] == ADMIN_ID and entry["run_id"] == report["run_id"] and entry["reason"] == "max_age"
+        assert entry["policy"]["source_system"] == "slack" and entry["policy"]["max_age_days"] == 30
+        assert entry["documents"] >= 1 and str(rows["gone-1"]["id"]) in entry["document_ids"]
         assert (
             await client.get("/v1/admin/access", params={"document": str(rows["gone-1"]["id"])}, headers=ADMIN)
         ).status_code == 404
@@ -173,3 +181,32 @@ async def test_tombstoned_documents_purge_after_their_grace_period(settings: Set
         assert batch["reason"] == "tombstoned" and batch["documents"] == 1
         ids = await fetch(settings, "SELECT external_id FROM documents")
         assert [r["external_id"] for r in ids] == ["t-1"]
+
+
+async def test_cli_is_a_dry_run_unless_apply(
+    settings: Settings, pipeline: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from services.cli import _parser
+
+    rt = await pipeline("ingest")
+    await produce(settings, envelope("cli-1", "old text", principals=[principal()]))
+    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM documents"))
+    async with api_client(rt) as client:
+        r = await client.put(
+            "/v1/admin/retention/policies", json={"workspace": "default", "max_age_days": 1}, headers=ADMIN
+        )
+        assert r.status_code == 200
+    args = _parser().parse_args(["retention", "run"])
+    assert await args.handler(settings, args) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out[: out.rindex("}") + 1])
+    assert report["applied"] is False and report["due"] == 1 and "rerun with --apply" in out
+    assert await fetchval(settings, "SELECT count(*) FROM documents") == 1
+    args = _parser().parse_args(["retention", "run", "--apply"])
+    assert await args.handler(settings, args) == 0
+    applied = json.loads(capsys.readouterr().out)
+    assert applied["applied"] is True and applied["batches"][0]["documents"] == 1
+    assert applied["batches"][0]["policy"]["max_age_days"] == 1
+    assert await fetchval(settings, "SELECT count(*) FROM documents") == 0
