@@ -13,7 +13,16 @@ from extractor.repository import record_spend
 from services.governance import budgets
 from services.settings import Settings
 from tests.integration.admin_helpers import ADMIN, NOT_ADMIN, api_client
-from tests.integration.helpers import connect, envelope, eventually, fetchval, later, principal, produce
+from tests.integration.helpers import (
+    connect,
+    envelope,
+    eventually,
+    fetchval,
+    later,
+    principal,
+    produce,
+    produce_raw,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -122,6 +131,10 @@ async def test_health_reports_stages_infrastructure_and_spend_alerts(settings: S
         assert stages["ingest"]["lag"] == 0 and stages["embed"]["lag"] == 0
         assert stages["ingest"]["records_per_s"] == pytest.approx(5 / 60, abs=1e-3)
         assert stages["ingest"]["dead_letters_waiting"] == 0 and stages["ingest"]["oldest_unprocessed_age_s"] is None
+        # extract is not running here: its input waits, and the report says how much and how old
+        assert stages["extract"]["lag"] == 5 and stages["extract"]["error"] is None
+        assert 0 <= stages["extract"]["oldest_unprocessed_age_s"] < 120
+        assert stages["extract"]["records_per_s"] == 0
         assert body["spend_alerts"] == []
 
         conn = await connect(settings)
@@ -171,6 +184,19 @@ async def test_health_reports_stages_infrastructure_and_spend_alerts(settings: S
             ("budget_would_exceed", 1),
             ("budget_exhausted", 1),
         }
+
+        await produce_raw(settings, b"{not an envelope")
+        dead = await eventually(
+            lambda: _health_stage(client, "ingest"), until=lambda s: s["dead_letters_waiting"] == 1, timeout=30
+        )
+        assert dead["lag"] == 0
+        report = (await client.get("/v1/admin/health", headers=ADMIN)).json()
+        assert report["status"] == "degraded" and "stage ingest: 1 dead letters waiting" in report["reasons"]
+
+
+async def _health_stage(client: Any, stage: str) -> dict[str, Any]:
+    body = (await client.get("/v1/admin/health", headers=ADMIN)).json()
+    return next(s for s in body["stages"] if s["stage"] == stage)  # type: ignore[no-any-return]
 
 
 async def test_audits_answer_who_saw_a_document_and_who_sent_it(settings: Settings, pipeline: Any) -> None:
