@@ -265,6 +265,8 @@ async def run_retention(
     report.due = len(due)
     planned = group_batches(due, batch_size)[:max_batches]
     if not apply:
+        for batch in planned:  # a dry run counts what it would remove, nothing else
+            batch.counts = {"documents": len(batch.document_ids)}
         report.batches = planned
     else:
         for batch in planned:

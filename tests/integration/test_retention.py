@@ -82,6 +82,7 @@ async def test_held_document_survives_a_purge_that_removes_its_unheld_neighbour(
         dry = await client.post("/v1/admin/retention/run", headers=ADMIN)
         assert dry.status_code == 200, dry.text
         assert dry.json()["applied"] is False and dry.json()["due"] == 2 and dry.json()["held"] == 1
+        assert sum(b["documents"] for b in dry.json()["batches"]) == 2
         assert set(await _search(client, g, "zebrafinch")) == {"gone-1", "lonely-1"}  # a dry run removes nothing
         health = (await client.get("/v1/admin/health", headers=ADMIN)).json()
         kinds = {w["kind"]: w["count"] for w in health["retention_warnings"]}
