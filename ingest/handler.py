@@ -30,6 +30,7 @@ from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.governance.acl_history import record_acl_states
+from services.governance.purged import is_purged, purged_through
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
@@ -112,6 +113,12 @@ class IngestHandler:
     ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
         fresh = await repo.claim_events(conn, [str(p.env.envelope_id) for p in parsed])
         new = [p for p in parsed if str(p.env.envelope_id) in fresh]
+        gone = await purged_through(conn, list({document_id(p.env.key) for p in new}))
+        if gone:  # retention purged these documents: a replayed (not newer) envelope stays out
+            kept = [p for p in new if not is_purged(gone, document_id(p.env.key), p.env.event_time)]
+            if len(kept) < len(new):
+                log.info("skipped %d envelope(s) of documents purged by retention", len(new) - len(kept))
+            new = kept
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}

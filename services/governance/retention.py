@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncpg
 
+from services.governance import purged
 from services.governance.holds import HELD_BY
 from services.objectstore.port import ObjectStore
 
@@ -280,6 +281,7 @@ async def run_retention(
                 batch.document_ids = [r["id"] for r in still]
                 if not batch.document_ids:
                     continue
+                await purged.remember(conn, batch.document_ids, report.run_id)
                 batch.counts = await _purge_rows(conn, batch.document_ids)
                 await conn.execute(
                     "INSERT INTO retention_audit (run_id, actor, workspace, policy, reason, documents, chunks,"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from services.errors import ObjectStoreError
+from services.ops.replay import replay
 from services.settings import Settings
 from tests.integration.admin_helpers import ADMIN, ADMIN_ID, api_client
 from tests.integration.helpers import envelope, eventually, fetch, fetchval, later, principal, produce
@@ -182,6 +183,14 @@ async def test_tombstoned_documents_purge_after_their_grace_period(settings: Set
         assert batch["reason"] == "tombstoned" and batch["documents"] == 1
         ids = await fetch(settings, "SELECT external_id FROM documents")
         assert [r["external_id"] for r in ids] == ["t-1"]
+        # replaying the (infinite) envelope log does not bring the purged document back ...
+        result = await replay(settings, "ingest", start=None)
+        assert result.records == 3 and result.dead_lettered == 0
+        ids = await fetch(settings, "SELECT external_id FROM documents")
+        assert [r["external_id"] for r in ids] == ["t-1"]
+        # ... but the source re-creating the item later is new data, and is ingested
+        await produce(settings, envelope("t-2", "created again", principals=[g], event_time=later(30)))
+        await eventually(lambda: fetchval(settings, "SELECT count(*) FROM documents"), until=lambda n: n == 2)
 
 
 async def test_cli_is_a_dry_run_unless_apply(

@@ -115,3 +115,16 @@ CREATE INDEX retrieval_audit_viewer ON retrieval_audit (viewer, at);
 
 -- Records processed per stage over the last minute (admin health) without scanning every claim.
 CREATE INDEX processed_events_recent ON processed_events (stage, processed_at);
+
+-- Documents retention purged, with the newest event time they had: ingest skips an envelope of a
+-- purged document that is not newer (a replay or rebuild of the infinite envelope log must not bring
+-- purged data back). A genuinely newer envelope (the source re-created the item) is ingested.
+CREATE TABLE purged_documents (
+    document_id    uuid PRIMARY KEY,
+    workspace      text NOT NULL,
+    source_system  text NOT NULL,
+    external_id    text NOT NULL,
+    purged_through timestamptz NOT NULL,
+    purged_at      timestamptz NOT NULL DEFAULT now(),
+    run_id         uuid NOT NULL
+);
