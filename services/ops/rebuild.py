@@ -21,6 +21,7 @@ import asyncpg
 
 from services import generations
 from services.db.migrate import migrate
+from services.governance.carryover import carry_over
 from services.kafka.lag import group_lag
 from services.kafka.topics import ensure_topics
 from services.serve import start_runtime, stop_runtime
@@ -50,6 +51,15 @@ async def total_lag(settings: Settings, stages: list[str]) -> tuple[int, int]:
     return lag, committed
 
 
+async def _carry(base: Settings, live: str, target: str, *, final: bool) -> None:
+    """Governance state (budgets, policies, holds, purged registry, audits, spend) is not in the log."""
+    conn = await asyncpg.connect(base.database_url)
+    try:
+        await carry_over(conn, live, target, final=final)
+    finally:
+        await conn.close()
+
+
 async def rebuild(
     base: Settings,
     *,
@@ -65,6 +75,8 @@ async def rebuild(
         await conn.close()
     target = generations.apply_generation(base, gen)
     await migrate(target.database_url, target.db_schema)
+    live = (await generations.resolve(base)).db_schema
+    await _carry(base, live, target.db_schema, final=False)  # holds and the purged registry apply now
     await ensure_topics(target)
     stages = [s for s in WRITE_STAGES if s in available_stages()]
     began = time.perf_counter()
@@ -84,6 +96,7 @@ async def rebuild(
                 zero_since = None
         else:
             raise TimeoutError(f"generation {gen.generation} did not catch up within {timeout_s:.0f}s")
+        await _carry(base, live, target.db_schema, final=True)
         conn = await asyncpg.connect(base.database_url)
         try:
             await generations.switch(conn, base, gen)
