@@ -3,11 +3,12 @@
 A purge physically removes expired (``max_age_days`` past their event time) and long-tombstoned
 (``purge_tombstoned_after_days`` past their tombstone) documents in bounded batches. One transaction
 per batch removes the rows — evidence links (facts left without evidence are retracted), entity
-evidence, collaboration contributions, participants, chunks (text and vectors), versions, ACL history,
-the document — queues the document's archived envelope lines, and writes one ``retention_audit`` row
-(who, which policy, counts). After the commit the queued lines are blanked in their batch objects
-(an object whose lines are all purged is deleted); the queue survives a crash and the next run drains
-it. Documents under an active legal hold are never selected.
+evidence, collaboration contributions (the edges they fed are recomputed), participants, chunks
+(text and vectors), versions, ACL history, the document — records it as purged, queues the
+document's archived envelope lines, and writes one ``retention_audit`` row (who, which policy,
+counts). After the commit the queued lines are blanked in their batch objects (an object whose
+lines are all purged is deleted); the queue survives a crash and the next run drains it. Documents
+under an active legal hold are never selected.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 import asyncpg
 
+from services.collaboration import repository as collab
+from services.collaboration.weights import HALF_LIFE_DAYS
 from services.governance import purged
 from services.governance.holds import HELD_BY
 from services.objectstore.port import ObjectStore
@@ -184,7 +187,15 @@ async def _referencing(conn: asyncpg.Connection, table: str) -> list[tuple[str, 
     return [(str(r["tbl"]), str(r["col"])) for r in rows]
 
 
-KNOWN = {"fact_evidence", "entity_evidence", "chunks", "document_versions", "acl_history", "documents"}
+KNOWN = {
+    "fact_evidence",
+    "entity_evidence",
+    "collab_contributions",
+    "chunks",
+    "document_versions",
+    "acl_history",
+    "documents",
+}
 
 
 async def _purge_rows(conn: asyncpg.Connection, ids: list[uuid.UUID]) -> dict[str, int]:
@@ -218,6 +229,9 @@ async def _purge_rows(conn: asyncpg.Connection, ids: list[uuid.UUID]) -> dict[st
         )
     )
     await conn.execute("DELETE FROM entity_evidence WHERE document_id = ANY($1::uuid[])", ids)
+    # Collaboration: drop the documents' contributions and recompute the edges they touched.
+    pairs = await collab.replace_contributions(conn, ids, [])
+    await collab.refresh_edges(conn, pairs, HALF_LIFE_DAYS)
     # A document's own entity row (id = document id) keeps no name once its document is gone.
     await conn.execute("DELETE FROM entity_aliases WHERE entity_id = ANY($1::uuid[])", ids)
     await conn.execute(
