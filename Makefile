@@ -10,10 +10,10 @@ API_PORT ?= 8000
 PYTEST_ARGS ?=
 
 .PHONY: help venv models infra env up down logs status test test-unit lint typecheck schemas \
-        bench-ingest bench-retrieve bench-embed eval eval-locomo demo clean
+        bench bench-ingest bench-retrieve bench-embed bench-pipeline eval eval-locomo demo clean
 
 help:
-	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | models | eval | bench-ingest | bench-retrieve | bench-embed"
+	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | models | eval | bench | bench-ingest | bench-retrieve | bench-embed | bench-pipeline"
 
 $(BIN)/.installed: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 ($(PY)) is required"; exit 1; }
@@ -79,10 +79,18 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy services ingest embedder extractor retriever schemas
+	$(BIN)/mypy services ingest embedder extractor retriever schemas tests
 
 schemas: venv
 	$(BIN)/python -m schemas.export
+
+# ~3-minute smoke of every speed figure: one JSON line each with its target (bench/smoke.py).
+bench: infra env models
+	set -a; source $(STATE)/stack.env; set +a; $(BIN)/python bench/smoke.py $(BENCH_ARGS)
+
+# The embed stage among all stages vs its model alone on the same LoCoMo turns (in-stage / standalone ratio).
+bench-pipeline: infra env models
+	set -a; source $(STATE)/stack.env; set +a; $(BIN)/python bench/pipeline_bench.py $(BENCH_ARGS)
 
 bench-ingest: infra
 	$(BIN)/python bench/ingest_bench.py $(BENCH_ARGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from services.settings import Settings, load_settings
 
 
 def stack_env() -> dict[str, str]:
+    """The local stack's connection settings, or (``ORGMEM_BENCH_USE_ENV=1``) those in the environment."""
+    if os.environ.get("ORGMEM_BENCH_USE_ENV") == "1":
+        keys = ("DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "S3_ENDPOINT", "S3_ACCESS_KEY", "S3_SECRET_KEY")
+        return {k: os.environ[k] for k in keys}
     subprocess.run([str(REPO / "deploy" / "stack.sh"), "start"], check=True)
     out = subprocess.run([str(REPO / "deploy" / "stack.sh"), "env"], check=True, capture_output=True, text=True)
     return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
@@ -70,3 +75,20 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
     path.write_text(json.dumps(result, indent=2, default=str))
     print(json.dumps(result, indent=2, default=str))
     return path
+
+
+async def drop(settings: Settings) -> None:
+    """Remove a bench namespace again: schema, topics and bucket (the shared broker should not pile up)."""
+    from services.objectstore.factory import build_object_store
+    from services.objectstore.s3 import S3ObjectStore
+    from services.ops.teardown import drop_namespace
+
+    await drop_namespace(
+        settings.database_url,
+        settings.kafka_bootstrap_servers,
+        schema=settings.db_schema,
+        namespace=settings.topic_namespace,
+    )
+    store = build_object_store(settings)
+    if isinstance(store, S3ObjectStore):
+        await store.drop_bucket()

@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from embedder.port import Embedder
 from embedder.providers import build_embedder
+from services.ports import Embedder
 
 _PEOPLE = ["Dana", "Mel", "Priya", "Tom", "Aiko", "Luis", "Sam", "Noor", "Jonas", "Fatima"]
 _TOPICS = [

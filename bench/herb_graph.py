@@ -34,8 +34,8 @@ from extractor.mentions import attendance_links
 from extractor.patterns import extract_links
 from schemas.envelope import ChangeEnvelope
 from services.collaboration import repository as collab_repo
-from services.collaboration.weights import HALF_LIFE_DAYS
 from services.db.pool import create_pool
+from services.decay import HALF_LIFE_DAYS
 from services.eval.datasets import group_principal, iter_envelopes
 from services.graph import reads
 from services.producer import EnvelopeProducer
@@ -136,7 +136,7 @@ async def wait_for(rt: Any, name: str, attr: str, n: int, limit_s: float = 3600)
     deadline = time.monotonic() + limit_s
     last, still = -1, 0
     while time.monotonic() < deadline:
-        value = getattr(rt.extras[name], attr)
+        value = getattr(rt.handlers[name], attr)
         value = value.documents if attr == "stats" else value
         if value >= n:
             return
@@ -286,14 +286,14 @@ async def main(path: Path, limit: int | None) -> dict[str, Any]:
     rt = await start_runtime(settings, ["ingest", "extract", "conflicts", "collab"])
     try:
         await produce_all(settings, directory)
-        await wait_for(rt, "conflicts_handler", "applied", len(directory))
+        await wait_for(rt, "conflicts", "applied", len(directory))
         start = time.perf_counter()
         await produce_all(settings, envs)
         expected = len(directory) + len({e.key for e in envs})
-        await wait_for(rt, "extract_handler", "stats", expected)
+        await wait_for(rt, "extract", "stats", expected)
         extract_done = time.perf_counter() - start
-        await wait_for(rt, "conflicts_handler", "applied", expected)
-        await wait_for(rt, "collab_handler", "documents", expected)
+        await wait_for(rt, "conflicts", "applied", expected)
+        await wait_for(rt, "collab", "documents", expected)
         result["pipeline_seconds"] = round(time.perf_counter() - start, 1)
         result["extract_stage_docs_per_s"] = round(len(envs) / extract_done, 1)
     finally:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from common import isolated_settings, median, percentile, write_result
+from common import drop, isolated_settings, median, percentile, write_result
 
 from schemas.envelope import ChangeEnvelope
 from services.db.pool import create_pool
@@ -160,9 +160,12 @@ async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
     }
 
 
-async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
-    settings = await isolated_settings("lat")
-    rt = await start_runtime(settings, ["ingest", "embed"])
+async def bench_latency(rate: int, seconds: int, *, provider: str = "hash", until: str = "dense") -> dict[str, Any]:
+    """Produce at a steady ``rate``; time produce ack -> chunk committed with its vector (``until="dense"``) or
+    committed at all, i.e. lexically searchable (``until="lexical"``; the tsvector is written with the row)."""
+    settings = await isolated_settings("lat", embedding_provider=provider)
+    rt = await start_runtime(settings, ["ingest", "embed"] if until == "dense" else ["ingest"])
+    ready = "c.embedding IS NOT NULL" if until == "dense" else "c.tsv IS NOT NULL"
     envs = make_envelopes(rate * seconds, seed=11)
     sent_at: dict[str, float] = {}
     seen_at: dict[str, float] = {}
@@ -173,7 +176,7 @@ async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
             while len(seen_at) < len(envs):
                 rows = await conn.fetch(
                     "SELECT d.external_id FROM chunks c JOIN documents d ON d.id = c.document_id"
-                    " WHERE NOT c.is_parent AND c.embedding IS NOT NULL AND d.external_id = ANY($1::text[])",
+                    f" WHERE NOT c.is_parent AND {ready} AND d.external_id = ANY($1::text[])",
                     [k for k in sent_at if k not in seen_at],
                 )
                 now = time.perf_counter()
@@ -199,6 +202,7 @@ async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
     finally:
         await pool.close()
         await stop_runtime(rt)
+        await drop(settings)
     lat = [(seen_at[k] - sent_at[k]) * 1000 for k in sent_at]
     return {
         "rate_per_s": rate,
@@ -207,7 +211,8 @@ async def bench_latency(rate: int, seconds: int) -> dict[str, Any]:
         "p95_ms": round(percentile(lat, 95), 1),
         "p99_ms": round(percentile(lat, 99), 1),
         "max_ms": round(max(lat), 1),
-        "embedder": "hash",
+        "embedder": provider,
+        "until": until,
     }
 
 

@@ -41,11 +41,11 @@ from retriever.client import OrgMemoryClient
 from retriever.wiring import get_service
 from schemas.tools import RetrieveContextRequest
 from services.api.app import create_app
-from services.api.auth import Viewer
 from services.db.migrate import migrate
 from services.db.pool import quote_ident
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings, load_settings
+from services.viewer import Viewer
 
 PEOPLE = ["Dana", "Mel", "Priya", "Tom", "Aiko", "Luis", "Sam", "Noor", "Jonas", "Fatima", "Omar", "Ana"]
 TOPICS = [
@@ -314,7 +314,7 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
     viewers = {
         "team_only_2.75pct": lambda: (f"group:{rng.choice(list(org.teams))}",),
         "division_only_5pct": lambda: (f"group:{rng.choice(org.divisions)}",),
-        "user_with_team_18pct": lambda: tuple(svc.viewer_principals(org.viewer())),
+        "user_with_team_18pct": lambda: org.viewer().expand(svc.hierarchy),
     }
     for name, make in viewers.items():
         prod: list[float] = []

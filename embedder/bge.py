@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from embedder.port import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder, UsageMeter
 
 F32 = npt.NDArray[np.float32]
 

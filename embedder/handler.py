@@ -1,7 +1,10 @@
 """Embedder handler: ``om.chunks.v1`` batch -> vectors for chunks that still need them.
 
-Vectors are computed outside any transaction (vendor calls can be slow), then one short
-transaction stores them, fills the cache and records the processed positions and the spend.
+Vectors are computed outside any transaction (vendor calls can be slow), in groups of the provider's
+batch size; each group's vectors are stored (cache + chunks, one short transaction) while the model
+already works on the next group, so the database writes hide behind the model work. A last short
+transaction stores the cache hits, records the processed positions and the spend. A crash between
+groups is safe: the stored groups are not pending any more on redelivery, or come from the cache.
 A chunk replaced meanwhile (new text or deleted) is skipped: the UPDATE matches id AND content hash.
 Vendor failures propagate as ``VendorError``: retried by the delivery layer, then dead-lettered —
 a vector is never made up.
@@ -9,7 +12,10 @@ a vector is never made up.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 
@@ -17,20 +23,29 @@ import asyncpg
 from pydantic import ValidationError
 
 from embedder import repository as repo
-from embedder.port import Embedder
-from ingest.handler import embedding_input
 from schemas.events import ChunksToEmbed
+from services.embedding_input import embedding_input
 from services.errors import InvalidPayloadError
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.metrics import EMBED_TEXTS, EMBED_TOKENS
+from services.ports import Embedder
 
 log = logging.getLogger("orgmem.embed")
 
 
 class EmbedHandler:
-    def __init__(self, *, pool: asyncpg.Pool, embedder: Embedder, provider: str, dead_letters: DeadLetters) -> None:
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        embedder: Embedder,
+        provider: str,
+        dead_letters: DeadLetters,
+        group_batches: int = 1,
+    ) -> None:
         self.pool = pool
+        self.group_batches = group_batches  # model batches per stored group
         self.embedder = embedder
         self.provider = provider
         self.dead_letters = dead_letters
@@ -53,20 +68,37 @@ class EmbedHandler:
         for c in pending:
             if c.content_hash not in cached:
                 todo.setdefault(c.content_hash, embedding_input(c.title, c.text))
-        new_cache: dict[str, list[float]] = {}
+        by_hash: dict[str, list[tuple[uuid.UUID, str]]] = {}
+        for c in pending:
+            by_hash.setdefault(c.content_hash, []).append((c.id, c.content_hash))
         tokens = calls = 0
-        if todo:
-            hashes = list(todo)
-            vectors = await self.embedder.embed([todo[h] for h in hashes])
-            usage = self.embedder.last_usage
-            tokens, calls = usage.tokens, usage.calls
-            EMBED_TEXTS.labels(model).inc(len(hashes))
-            EMBED_TOKENS.labels(model).inc(tokens)
-            new_cache = dict(zip(hashes, vectors, strict=True))
-        all_vectors: dict[str, object] = {**cached, **new_cache}
+        hashes = list(todo)
+        group = max(1, self.embedder.max_batch * self.group_batches)
+        writing: asyncio.Task[int] | None = None
+        try:
+            for start in range(0, len(hashes), group):
+                part = hashes[start : start + group]
+                vectors = await self.embedder.embed([todo[h] for h in part])  # the previous group is being stored
+                usage = self.embedder.last_usage
+                tokens, calls = tokens + usage.tokens, calls + usage.calls
+                EMBED_TEXTS.labels(model).inc(len(part))
+                EMBED_TOKENS.labels(model).inc(usage.tokens)
+                fresh = dict(zip(part, vectors, strict=True))
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self._store(model, fresh, [a for h in part for a in by_hash[h]]))
+            if writing is not None:
+                await writing
+                writing = None
+        finally:
+            if writing is not None:  # the model failed while a group was being stored: finish or cancel it
+                writing.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await writing
         workspaces = Counter(ev.workspace for _, ev in events)
+        hits = [a for h in cached for a in by_hash.get(h, [])]
         async with self.pool.acquire() as conn, conn.transaction():
-            await repo.store_vectors(conn, model, new_cache, [(c.id, c.content_hash) for c in pending], all_vectors)
+            await repo.store_vectors(conn, model, {}, hits, cached)
             await conn.execute(
                 "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
                 " ON CONFLICT DO NOTHING",
@@ -87,3 +119,7 @@ class EmbedHandler:
                         round(tokens * n / total),
                     )
         self.embedded_total += len(pending)
+
+    async def _store(self, model: str, fresh: dict[str, list[float]], assign: list[tuple[uuid.UUID, str]]) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            return await repo.store_vectors(conn, model, fresh, assign, dict(fresh))

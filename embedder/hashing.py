@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from hashlib import blake2b
 
-from embedder.port import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder, UsageMeter
 
 DEFAULT_DIM = 384
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from embedder.port import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder, UsageMeter
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]

@@ -27,7 +27,7 @@ import httpx
 import openai
 from pydantic import SecretStr
 
-from embedder.port import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder, UsageMeter
 from services.errors import VendorError, VendorRejectedError
 
 _TRANSIENT_STATUS = frozenset({408, 429})

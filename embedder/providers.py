@@ -26,8 +26,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from embedder.port import Embedder
 from services.errors import ConfigurationError
+from services.ports import Embedder
 
 PROVIDERS = ("hash", "local", "bge", "openai")
 

@@ -9,6 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
+import numpy as np
+from pgvector import Vector
+
+from services.db.vectors import sql_literal, vector_expr
 
 STAGE = "embed"
 _LOCK_ID = 727_002
@@ -22,18 +26,9 @@ class PendingChunk:
     content_hash: str
 
 
-def sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def hnsw_index_name(model: str, dim: int) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", model.lower())[:30]
     return f"chunks_hnsw_{slug}_{dim}_{hashlib.blake2b(model.encode(), digest_size=3).hexdigest()}"
-
-
-def vector_expr(dim: int) -> str:
-    """The expression the HNSW index is built on; queries must use exactly this to hit the index."""
-    return f"(embedding::vector({int(dim)}))"
 
 
 async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> str:
@@ -53,7 +48,9 @@ async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> s
 
 async def load_pending(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], model: str) -> list[PendingChunk]:
     rows = await conn.fetch(
-        "SELECT id, title, text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
+        # the index input: context (ingest/context.py) + text, exactly what content_hash was computed over
+        "SELECT id, title, CASE WHEN coalesce(index_context, '') = '' THEN text ELSE index_context || ' ' || text"
+        " END AS text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
         " AND NOT deleted AND (embedding IS NULL OR embedding_model IS DISTINCT FROM $2) ORDER BY id",
         list(ids),
         model,
@@ -71,6 +68,14 @@ async def cached_vectors(conn: asyncpg.Connection, hashes: Sequence[str], model:
     return {r["content_hash"]: r["embedding"] for r in rows}
 
 
+def _vector(v: object) -> Vector:
+    if isinstance(v, Vector):
+        return v
+    if isinstance(v, (list, np.ndarray)):
+        return Vector(v)
+    raise TypeError(f"not a vector: {type(v).__name__}")
+
+
 async def store_vectors(
     conn: asyncpg.Connection,
     model: str,
@@ -78,19 +83,30 @@ async def store_vectors(
     assign: Sequence[tuple[uuid.UUID, str]],
     vectors: dict[str, object],
 ) -> int:
-    """Insert new cache rows and set the chunks' vectors (only if their text is still the same)."""
+    """Insert new cache rows and set the chunks' vectors (only if their text is still the same).
+
+    One statement each (``unnest`` of arrays), not one round trip per row. Returns the chunks updated.
+    """
     if new_cache:
-        await conn.executemany(
-            "INSERT INTO embedding_cache (content_hash, embedding_model, embedding) VALUES ($1, $2, $3)"
-            " ON CONFLICT DO NOTHING",
-            [(h, model, v) for h, v in new_cache.items()],
+        await conn.execute(
+            "INSERT INTO embedding_cache (content_hash, embedding_model, embedding)"
+            " SELECT h, $1, e FROM unnest($2::text[], $3::vector[]) AS u(h, e) ON CONFLICT DO NOTHING",
+            model,
+            list(new_cache),
+            [_vector(v) for v in new_cache.values()],
         )
-    if assign:
-        await conn.executemany(
-            "UPDATE chunks SET embedding = $2, embedding_model = $3 WHERE id = $1 AND content_hash = $4",
-            [(cid, vectors[h], model, h) for cid, h in assign],
-        )
-    return len(assign)
+    if not assign:
+        return 0
+    status = await conn.execute(
+        "UPDATE chunks c SET embedding = u.e, embedding_model = $1"
+        " FROM unnest($2::uuid[], $3::text[], $4::vector[]) AS u(id, h, e)"
+        " WHERE c.id = u.id AND c.content_hash = u.h",
+        model,
+        [cid for cid, _ in assign],
+        [h for _, h in assign],
+        [_vector(vectors[h]) for _, h in assign],
+    )
+    return int(str(status).rsplit(" ", 1)[-1])
 
 
 async def record_spend(

@@ -31,8 +31,7 @@ from schemas.graph import (
     PersonIdentities,
     TimeGrain,
 )
-from services.conflicts.resolution import meeting_uuid
-from services.ids import event_id
+from services.ids import event_id, meeting_uuid
 
 EXTRACTOR = "patterns"
 EXTRACTOR_VERSION = "1"

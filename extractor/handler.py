@@ -20,7 +20,6 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import asyncpg
 from pydantic import ValidationError
@@ -38,6 +37,7 @@ from extractor.assemble import (
 from extractor.links import HERB_EID_NAMESPACE, ExtractedLink, dedup_links
 from extractor.mentions import attendance_links
 from extractor.patterns import extract_links
+from extractor.port import LinkSource
 from extractor.structured import StructuredClaim, structured_claims
 from schemas.envelope import ChangeEnvelope
 from schemas.events import DocumentChange, DocumentEvent
@@ -53,14 +53,6 @@ from services.taxonomy.registry import Registry
 log = logging.getLogger("orgmem.extract")
 BLOB_CONCURRENCY = 16
 OBJECT_CACHE = 8
-
-
-class LinkSource(Protocol):
-    """An optional extra extraction path (the LLM). Returns links and the spend rows it caused."""
-
-    async def extract(self, conn: asyncpg.Connection, workspace: str, text: str) -> list[ExtractedLink]: ...
-
-    def take_spend(self) -> list[tuple[object, ...]]: ...
 
 
 @dataclass

@@ -63,6 +63,9 @@ class LlmExtractor:
         client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=60)
         return cls(client, model=s.llm_model, registry=registry)
 
+    async def aclose(self) -> None:
+        await self.client.close()
+
     def take_spend(self) -> list[tuple[object, ...]]:
         rows: list[tuple[object, ...]] = [
             (date.today(), ws, self.provider, self.model, PURPOSE, c, i, t) for ws, (c, i, t) in self._spend.items()

@@ -30,8 +30,8 @@ from typing import Any
 
 from extractor.links import EntityRef, ExtractedLink, dedup_links, link_allowed
 from extractor.mentions import herb_person
-from extractor.names import clean_name, eid_of
 from services.errors import InvalidPayloadError
+from services.names import clean_name, eid_of
 from services.taxonomy.registry import LITERAL, Registry
 
 logger = logging.getLogger(__name__)

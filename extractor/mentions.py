@@ -43,7 +43,7 @@ from extractor.links import (
     dedup_links,
     link_allowed,
 )
-from extractor.names import clean_name
+from services.names import clean_name
 from services.taxonomy.registry import Registry
 
 EID_MENTION_CONFIDENCE = 0.9

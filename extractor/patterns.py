@@ -43,7 +43,9 @@ from extractor.links import (
     link_allowed,
 )
 from extractor.mentions import find_person_mentions, herb_person, mention_links, parse_meeting
-from extractor.names import (
+from extractor.rules import RULES, RawLink, Rule, Slot
+from extractor.windows import split_windows
+from services.names import (
     GREETINGS,
     NAME,
     NAME_START,
@@ -53,8 +55,6 @@ from extractor.names import (
     is_department,
     sentence_initial,
 )
-from extractor.rules import RULES, RawLink, Rule, Slot
-from extractor.windows import split_windows
 from services.taxonomy.registry import Registry
 
 __all__ = [

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from extractor.names import EID, NAME, NAME_START, clean_name, is_department
+from services.names import EID, NAME, NAME_START, clean_name, is_department
 
 S = r"[ \t]{1,3}"
 P = rf"(?:{EID}|{NAME_START}{NAME})"

@@ -12,7 +12,6 @@ Order (DESIGN.md "Delivery" and "Write-path rules"):
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass, replace
 import asyncpg
 from pydantic import ValidationError
 
+from ingest import context as index_context
 from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
@@ -28,6 +28,7 @@ from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from services.embedding_input import embedding_input
 from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.governance.acl_history import record_acl_states
 from services.governance.purged import is_purged, purged_through
@@ -55,11 +56,6 @@ def parse_envelope(record: Record) -> ChangeEnvelope:
             "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
         )
     return env
-
-
-def embedding_input(title: str | None, text: str) -> str:
-    """The text a child chunk is embedded and hashed as (title gives short chunks their context)."""
-    return f"{title}\n\n{text}" if title else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +193,10 @@ class IngestHandler:
                     )
                 )
         await repo.replace_chunks(conn, list(content_docs), chunk_rows)
-        await repo.carry_over_embeddings(conn, list(content_docs), self.embedding_model)
+        # index context (speaker, date, preceding message; section path): see ingest/context.py
+        reindexed = [*content_docs, *(o.after.id for o in outcomes if o.acl_changed or o.deleted_now)]
+        neighbours = await index_context.refresh(conn, list(dict.fromkeys(reindexed)), embedding_input)
+        await repo.carry_over_embeddings(conn, [*content_docs, *neighbours], self.embedding_model)
         await repo.sync_chunk_access(conn, list(final.values()))
         part_docs = [doc_id for doc_id, _ in content_docs.items()]
         await repo.replace_participants(
@@ -219,6 +218,9 @@ class IngestHandler:
             if prev and prev[1] is DocumentChange.CHANGED and change is DocumentChange.ACL_CHANGED:
                 change = DocumentChange.CHANGED
             touched[s.id] = (s, change)
+
+        for doc_id, state in (await repo.load_states(conn, [n for n in neighbours if n not in touched])).items():
+            touched[doc_id] = (state, DocumentChange.CHANGED)  # re-indexed follower: announce its chunks
 
         # Archive the raw envelopes last, still inside the transaction (Postgres first, then object store):
         # one object per workspace; a failure raises and rolls the whole batch back.
@@ -250,12 +252,12 @@ class IngestHandler:
             blob = line_key(key, len(items))
             items.append(p)
             if o.content_changed:
-                o.after = replace(o.after, blob_key=blob)
-                states[o.after.id] = (
-                    replace(states[o.after.id], blob_key=blob)
-                    if states[o.after.id].current_version == o.after.current_version
-                    else states[o.after.id]
-                )
+                before, o.after = o.after, replace(o.after, blob_key=blob)
+                current = states[before.id]
+                if current is before:  # the document's last change in this batch: one copy, not two
+                    states[before.id] = o.after
+                elif current.current_version == before.current_version:
+                    states[before.id] = replace(current, blob_key=blob)
         return archives
 
     async def _resolve_people(
@@ -322,7 +324,3 @@ class IngestHandler:
                 await self.store.delete(key)
             except ObjectStoreError as exc:  # best effort: an orphan blob is harmless, a lost row is not
                 log.warning("could not delete orphan blob %s after rollback: %s", key, exc)
-
-
-def envelope_summary(env: ChangeEnvelope) -> str:
-    return json.dumps({"envelope_id": str(env.envelope_id), "key": env.key, "op": env.op.value})

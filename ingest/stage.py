@@ -1,6 +1,9 @@
-"""Ingest stage wiring: group ``om-ingest`` on ``om.envelopes.v1``."""
+"""Ingest stage wiring (catalogue entry ``ingest`` in ``services/stages.py``): group ``om-ingest`` on
+``om.envelopes.v1``."""
 
 from __future__ import annotations
+
+from faststream.kafka import KafkaBroker
 
 from ingest.handler import IngestHandler
 from schemas.envelope import ChangeEnvelope
@@ -8,10 +11,7 @@ from schemas.events import ChunksToEmbed, DocumentEvent
 from services.kafka.app import document_publisher
 from services.kafka.delivery import DeadLetters
 from services.runtime import Runtime
-from services.stagekit import register_batch_stage
-
-STAGE = "ingest"
-TOPIC = "envelopes"
+from services.settings import Settings
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
@@ -27,16 +27,7 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> IngestHandler:
     )
 
 
-def register(rt: Runtime) -> None:
-    s = rt.settings
-    register_batch_stage(
-        rt,
-        stage=STAGE,
-        topic=TOPIC,
-        build=build_handler,
-        max_records=s.ingest_batch_size,
-        description="Applies ChangeEnvelopes to the Postgres projection and archives them in the object store",
-    )
-    document_publisher(rt.broker, s.topic("envelopes"), ChangeEnvelope, "connectors and HTTP ingress produce here")
-    document_publisher(rt.broker, s.topic("documents"), DocumentEvent, "ingest -> extractor, collaboration")
-    document_publisher(rt.broker, s.topic("chunks"), ChunksToEmbed, "ingest -> embedder")
+def declare_publishers(broker: KafkaBroker, s: Settings) -> None:
+    document_publisher(broker, s.topic("envelopes"), ChangeEnvelope, "connectors and HTTP ingress produce here")
+    document_publisher(broker, s.topic("documents"), DocumentEvent, "ingest -> extractor, collaboration")
+    document_publisher(broker, s.topic("chunks"), ChunksToEmbed, "ingest -> embedder")

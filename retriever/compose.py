@@ -4,10 +4,11 @@ and diagnostics that never name anything the viewer cannot see."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from retriever.packing import PackItem, PackResult, pack
@@ -38,6 +39,31 @@ class TimeAxes:
     diff_range: tuple[datetime, datetime] | None
     plan: TemporalPlan | None
     source: str  # "host" | "planner" | "none"
+    boost_range: tuple[datetime, datetime] | None = None
+    """A date that says *which* document is meant: a soft ranking boost for passages of that period, no filter."""
+
+
+MAX_STATE_CHARS = 500
+_STATE_VERB = re.compile(
+    r"\b(?:who|whom|which|what|where|how many|how much)\b.{0,80}?\b(?:is|are|was|were|led|leads?|leading|"
+    r"owned|owns?|ran|runs?|managed|manages?|headed|heads?|in charge|responsible|reported to|reports? to|"
+    r"the (?:lead|owner|manager|head|status|price|target|budget))\b",
+    re.IGNORECASE,
+)
+_DOC_NOUN = re.compile(
+    r"\b(?:report|memo|note|notes|meeting|standup|review|email|mail|message|post|announcement|doc|document|"
+    r"call|sync|retro|retrospective|demo|presentation|ticket|pr|thread|chat|minutes|update|summary|"
+    r"said|say|says|mention(?:ed)?|discuss(?:ed)?|wrote|posted|shared|talk(?:ed)?|told|ask(?:ed)?)\b",
+    re.IGNORECASE,
+)
+
+
+def is_state_question(query: str, plan: TemporalPlan) -> bool:
+    """A question about the state of the world at a time ("who led Search in March 2024?", "what was the
+    accuracy at the end of March 2025?"), not about which document ("the report on 2023-10-22", "what did Dana
+    say in March 2024"): a who/what … is/was/led/owned … question and no document word or speech verb in it."""
+    text = " ".join(query.split())[:MAX_STATE_CHARS]
+    return bool(_STATE_VERB.search(text)) and not _DOC_NOUN.search(text)
 
 
 def resolve_time(
@@ -51,8 +77,16 @@ def resolve_time(
 ) -> TimeAxes:
     """Host ``as_of``/``believed_as_of`` win; without them the query text is planned.
 
-    A point plan sets ``as_of``; a range/since plan bounds passage ``event_time`` where the host left
-    the date filters empty and asks for fact diffs over the range. Ambiguous plans set nothing.
+    - An ambiguous plan (missing year, several unrelated dates, reversed range) sets nothing.
+    - A point plan (``as of A``) sets ``as_of``.
+    - An explicit window ``between A and B`` or ``since|after A`` bounds passage ``event_time`` where the
+      host left the date filters empty, and asks for fact diffs over it.
+    - ``before|until A`` closes the window at A (reported in the plan) but filters nothing: the answer to
+      "what was X called before October 2024?" is the note of the change at A that says what it *was*
+      (demo query nw-q21), so A's own period becomes ``boost_range``.
+    - A single period (``on A``, ``in A``, a bare date) bounds facts and passages (as ``as_of`` = its last
+      instant) only in a question about the state of the world at that time (:func:`is_state_question`);
+      otherwise it says which document is meant and becomes ``boost_range``: a soft boost, never a filter.
     """
     if as_of is not None or believed_as_of is not None:
         return TimeAxes(as_of, believed_as_of, grain, filters.date_from, filters.date_to, None, None, "host")
@@ -60,18 +94,33 @@ def resolve_time(
     if plan.kind == "none":
         return TimeAxes(None, None, grain, filters.date_from, filters.date_to, None, plan, "none")
     eff_grain = grain or plan.grain
+    if plan.ambiguities:
+        return TimeAxes(None, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
     if plan.kind == "point":
         return TimeAxes(plan.as_of, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
-    if plan.range_start is not None and plan.range_end is not None:
+    start, end = plan.range_start, plan.range_end
+    if plan.kind == "before" and plan.anchor is not None:
+        # "what was X called before October 2024?": the evidence is the note of the change at A that says
+        # what it *was* ("Atlas is renamed Compass", dated in October): no filter, A's own period is boosted
+        return TimeAxes(None, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner", plan.anchor)
+    if plan.is_window and (start is not None or end is not None):
+        diff = (start, end) if start is not None and end is not None else None
         return TimeAxes(
             None,
             None,
             eff_grain,
-            filters.date_from or plan.range_start,
-            filters.date_to or plan.range_end,
-            (plan.range_start, plan.range_end),
+            filters.date_from or start,
+            filters.date_to or end,
+            diff,
             plan,
             "planner",
+        )
+    if start is not None and end is not None:
+        if is_state_question(query, plan):
+            point = min(end - timedelta(microseconds=1), now)
+            return TimeAxes(point, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
+        return TimeAxes(
+            None, None, eff_grain, filters.date_from, filters.date_to, (start, end), plan, "planner", (start, end)
         )
     return TimeAxes(None, None, eff_grain, filters.date_from, filters.date_to, None, plan, "planner")
 
@@ -93,8 +142,21 @@ def plan_dict(axes: TimeAxes) -> dict[str, Any] | None:
         "range_start": _iso(p.range_start),
         "range_end": _iso(p.range_end),
         "matched_text": p.matched_text,
+        "form": p.form,
+        "effect": _effect(axes),
         "ambiguities": list(p.ambiguities),
     }
+
+
+def _effect(axes: TimeAxes) -> str:
+    """What the plan did to the search: ``filter`` (window), ``as_of`` (state at a time), ``boost`` or ``none``."""
+    if axes.boost_range is not None:
+        return "boost"
+    if axes.plan is not None and axes.plan.is_window and not axes.plan.ambiguities:
+        return "filter"
+    if axes.as_of is not None:
+        return "as_of"
+    return "none"
 
 
 def _iso(value: datetime | None) -> str | None:

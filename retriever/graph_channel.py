@@ -1,29 +1,29 @@
 """Fact, path, diff and relational channels of ``retrieve_context``, through the graph read contract.
 
-``services.graph.reads`` is owned by the graph stage. It is imported lazily and used fail-open: a
-missing module or function, or missing graph tables (``asyncpg.UndefinedTableError``), yields an empty
-channel and a note in diagnostics — never an error on the passage hot path. Every graph read applies
+``services.graph.reads`` (runtime floor) is used fail-open: missing graph tables
+(``asyncpg.UndefinedTableError``) yield an empty channel and a note in diagnostics — never an error on
+the passage hot path. Every graph read applies
 the all-visible evidence ACL itself, so nothing here can widen what the viewer sees.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
-import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from retriever.relational_query import SYMMETRIC_PREDICATES, parse_relational_query
+from services.graph import reads
+from services.viewer import Principals
 
 log = logging.getLogger("orgmem.retriever.graph")
-READS_MODULE = "services.graph.reads"
+T = TypeVar("T")
 MAX_FACTS = 50
 MAX_PATHS = 20
 RELATIONAL_LIMIT = 50
@@ -46,35 +46,10 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-_MISSING_CHECKED_AT: list[float] = []
-RETRY_IMPORT_S = 30.0
-
-
-def _reads_module() -> Any | None:
-    """The graph reads module; a failed import is retried at most every ``RETRY_IMPORT_S`` (hot path)."""
-    if _MISSING_CHECKED_AT and time.monotonic() - _MISSING_CHECKED_AT[0] < RETRY_IMPORT_S:
-        return None
+async def graph_read(call: Awaitable[T], notes: dict[str, str], channel: str) -> T | None:
+    """Await one ``services.graph.reads`` call; None (and a note) when the graph tables are missing."""
     try:
-        module = importlib.import_module(READS_MODULE)
-    except ImportError:
-        _MISSING_CHECKED_AT[:] = [time.monotonic()]
-        return None
-    _MISSING_CHECKED_AT.clear()
-    return module
-
-
-async def graph_read(conn: asyncpg.Connection, fn: str, notes: dict[str, str], channel: str, **kwargs: Any) -> Any:
-    """Call ``services.graph.reads.<fn>(conn, **kwargs)``; None (and a note) when unavailable."""
-    reads = _reads_module()
-    if reads is None:
-        notes[channel] = f"unavailable: {READS_MODULE} not installed"
-        return None
-    func = getattr(reads, fn, None)
-    if func is None:
-        notes[channel] = f"unavailable: {READS_MODULE}.{fn} missing"
-        return None
-    try:
-        return await func(conn, **kwargs)
+        return await call
     except asyncpg.UndefinedTableError:
         notes[channel] = "unavailable: graph tables not migrated"
         return None
@@ -94,24 +69,18 @@ async def resolve_seeds(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     subjects: Sequence[tuple[str, uuid.UUID]],
     about: str | None,
     ctx: GraphContext,
 ) -> None:
-    """Explicit subjects plus entities named by ``about`` (resolved under the viewer's ACL)."""
+    """Explicit subjects plus entities named by ``about`` (``reads.resolve_about``, under the viewer's ACL)."""
     ctx.seeds = list(dict.fromkeys(subjects))
     if about:
         matches = await graph_read(
-            conn,
-            "resolve_entities",
+            reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about),
             ctx.notes,
             "about",
-            workspace=workspace,
-            viewer=list(viewer),
-            name=about,
-            types=None,
-            limit=5,
         )
         for m in matches or []:
             ctx.resolved_about.append({"type": str(m.type), "id": str(m.id), "name": str(m.name)})
@@ -125,7 +94,7 @@ async def expand_graph(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     ctx: GraphContext,
     as_of: datetime | None,
     believed_as_of: datetime | None,
@@ -135,48 +104,50 @@ async def expand_graph(
     """Facts, bounded paths and (for snapshot ranges) fact diffs of the resolved seeds."""
     if not ctx.seeds:
         return
-    v = list(viewer)
     facts = await graph_read(
-        conn,
-        "query_facts",
+        reads.query_facts(
+            conn,
+            workspace=workspace,
+            viewer=viewer,
+            subjects=ctx.seeds,
+            as_of=as_of,
+            believed_as_of=believed_as_of,
+            as_of_grain=grain,
+            limit=MAX_FACTS,
+        ),
         ctx.notes,
         "structured_facts",
-        workspace=workspace,
-        viewer=v,
-        subjects=ctx.seeds,
-        as_of=as_of,
-        believed_as_of=believed_as_of,
-        as_of_grain=grain,
-        limit=MAX_FACTS,
     )
     ctx.structured_facts = [jsonable(f) for f in facts or []]
     paths = await graph_read(
-        conn,
-        "query_paths",
+        reads.query_paths(
+            conn,
+            workspace=workspace,
+            viewer=viewer,
+            seeds=ctx.seeds,
+            max_depth=2,
+            max_fanout=20,
+            as_of=as_of,
+            believed_as_of=believed_as_of,
+            limit=MAX_PATHS,
+        ),
         ctx.notes,
         "paths",
-        workspace=workspace,
-        viewer=v,
-        seeds=ctx.seeds,
-        max_depth=2,
-        max_fanout=20,
-        as_of=as_of,
-        believed_as_of=believed_as_of,
-        limit=MAX_PATHS,
     )
     ctx.paths = [jsonable(p) for p in paths or []]
     if diff_range is not None:
         diff = await graph_read(
-            conn,
-            "diff_facts",
+            reads.diff_facts(
+                conn,
+                workspace=workspace,
+                viewer=viewer,
+                subjects=ctx.seeds,
+                from_time=diff_range[0],
+                to_time=diff_range[1],
+                axis="world",
+            ),
             ctx.notes,
             "fact_diffs",
-            workspace=workspace,
-            viewer=v,
-            subjects=ctx.seeds,
-            from_time=diff_range[0],
-            to_time=diff_range[1],
-            axis="world",
         )
         if diff is not None:
             ctx.fact_diffs = [jsonable(diff)]
@@ -191,7 +162,7 @@ class RelationalResult:
 
 
 async def relational_arm(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], query: str
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, query: str
 ) -> RelationalResult:
     """Relationship questions ("who founded Acme"): evidence chunks of the seed's typed edges (fail-open)."""
     out = RelationalResult()
@@ -200,46 +171,48 @@ async def relational_arm(
         out.notes["relational"] = "not a relationship question"
         return out
     out.parsed = {"predicate": rq.predicate, "direction": rq.direction, "role": rq.role}
-    v = list(viewer)
     directions = ("incoming", "outgoing") if rq.predicate in SYMMETRIC_PREDICATES else (rq.direction,)
     ids: list[str] = []
     for direction in directions:
         found = await graph_read(
-            conn,
-            "relational_evidence",
+            reads.relational_evidence(
+                conn,
+                workspace=workspace,
+                viewer=viewer,
+                predicate=rq.predicate,
+                seed=rq.seed,
+                direction=direction,
+                limit=RELATIONAL_LIMIT,
+            ),
             out.notes,
             "relational",
-            workspace=workspace,
-            viewer=v,
-            predicate=rq.predicate,
-            seed=rq.seed,
-            direction=direction,
-            limit=RELATIONAL_LIMIT,
         )
         ids.extend(str(i) for i in found or [])
     out.chunk_ids = list(dict.fromkeys(ids))[:RELATIONAL_LIMIT]
     matches = await graph_read(
-        conn,
-        "resolve_entities",
+        reads.resolve_entities(
+            conn,
+            workspace=workspace,
+            viewer=viewer,
+            name=rq.seed,
+            types=None,
+            limit=1,
+        ),
         out.notes,
         "search_facts",
-        workspace=workspace,
-        viewer=v,
-        name=rq.seed,
-        types=None,
-        limit=1,
     )
     if matches:
         facts = await graph_read(
-            conn,
-            "query_facts",
+            reads.query_facts(
+                conn,
+                workspace=workspace,
+                viewer=viewer,
+                subjects=[(matches[0].type, matches[0].id)],
+                limit=MAX_FACTS,
+                incoming=rq.direction == "incoming",  # "who founded Acme": Acme is the edges' object
+            ),
             out.notes,
             "search_facts",
-            workspace=workspace,
-            viewer=v,
-            subjects=[(matches[0].type, matches[0].id)],
-            limit=MAX_FACTS,
-            incoming=rq.direction == "incoming",  # "who founded Acme": Acme is the edges' object
         )
         dumped = [jsonable(f) for f in facts or []]
         same = [f for f in dumped if isinstance(f, dict) and f.get("predicate") == rq.predicate]

@@ -18,12 +18,14 @@ Pipeline of :func:`fuse_and_rank`, in order:
    conversations 1–5, held on 6–10 (0.73 vs 0.69). Bruch et al., *An Analysis of Fusion Functions
    for Hybrid Retrieval* (TOIS 2023) report the same ordering.
 2. **Scope-tier boost**: ``score = fused × tier_boost[hit.scope]`` (default user 1.0, team 0.9,
-   division 0.75, org 0.6, other 0.6).
+   division 0.75, org 0.6, other 0.6); times ``date_boost`` (1.3) for a hit whose ``event_time`` lies in the
+   query's ``boost_range`` (a date that says which document is meant: a soft boost, never a filter).
 3. **Floor-gated bounded cascade**: ``floor = 0.6 × max(post-tier score)``, computed once. Only
    hits with ``score >= floor`` are multiplied by recency ∈ [1.0, 1.4], access ∈ [1.0, 1.6]
    and a flat 1.25 title match; hits below the floor keep their post-tier score.
 4. **Content dedup**: one hit per ``content_hash``, the highest-scoring one survives.
-5. **Autocut** at the largest score gap (see :func:`autocut_index`).
+5. **Autocut** at the largest score gap (see :func:`autocut_index`), never below ``keep_at_least`` (the
+   caller's requested limit: a multi-evidence question keeps its later hits; the token budget trims them).
 6. **Recency decay** (optional): ``score × max(min_decay, 0.5 ** (age_days / half_life_days))``.
 7. **Limit**.
 
@@ -129,6 +131,7 @@ class RankConfig:
     autocut_min_gap: float = 0.3
     decay_half_life_days: float | None = None
     decay_min: float = 0.5
+    date_boost: float = 1.3
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -149,6 +152,8 @@ class RankConfig:
             raise ValueError("autocut_min_keep must be >= 1 and autocut_min_gap >= 0")
         if self.decay_half_life_days is not None and self.decay_half_life_days <= 0:
             raise ValueError("decay_half_life_days must be > 0 or None")
+        if self.date_boost < 1.0:
+            raise ValueError(f"date_boost must be >= 1.0, got {self.date_boost}")
         if not 0.0 <= self.decay_min <= 1.0:
             raise ValueError(f"decay_min must be in [0, 1], got {self.decay_min}")
 
@@ -161,8 +166,6 @@ DENSE_ONLY = RankConfig(fusion="rrf", arm_weights=MappingProxyType({"dense": 1.0
 """Vector baseline: only the dense arm, in its own order."""
 RRF_ONLY = RankConfig(fusion="rrf", arm_weights=RRF_WEIGHTS, cascade=False, autocut=False)
 """Plain weighted RRF 1:1 (the seed's fusion) + tier boost + dedup; no cascade, no autocut (evaluation)."""
-RECENT_FIRST = RankConfig(decay_half_life_days=30.0, decay_min=0.5)
-"""DEFAULT plus final recency decay with a 30-day half-life, floored at 0.5."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,12 +401,15 @@ def fuse_and_rank(
     *,
     limit: int | None = None,
     arm_scores: Mapping[str, Mapping[str, float]] | None = None,
+    boost_range: tuple[datetime, datetime] | None = None,
+    keep_at_least: int = 0,
 ) -> RankResult:
     """Run the whole pipeline (see module docstring) and return ranked hits plus diagnostics.
 
     ``arms`` maps arm name → chunk ids best first; ``arm_scores`` optionally maps arm name → raw
     score per id (CC fusion uses them). Ids absent from ``hits_by_id`` are skipped and listed under
-    ``missing_hits``. ``now`` must be timezone-aware. ``limit`` caps the output.
+    ``missing_hits``. ``now`` must be timezone-aware. ``limit`` caps the output. ``boost_range`` [start, end)
+    multiplies hits of that period by ``config.date_boost``; autocut never keeps fewer than ``keep_at_least``.
     """
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
@@ -415,13 +421,16 @@ def fuse_and_rank(
         if hit is None:
             continue
         tier = tier_multiplier(hit.scope, config.tier_boost)
+        boosts = {"tier": tier}
+        if boost_range is not None and boost_range[0] <= hit.event_time < boost_range[1]:
+            boosts["date"] = config.date_boost
         ranked.append(
             RankedHit(
                 hit=hit,
-                score=fused.scores[cid] * tier,
+                score=fused.scores[cid] * math.prod(boosts.values()),
                 fused=fused.scores[cid],
                 arm_ranks=MappingProxyType(dict(fused.arm_ranks[cid])),
-                boosts=MappingProxyType({"tier": tier}),
+                boosts=MappingProxyType(boosts),
             )
         )
 
@@ -447,7 +456,8 @@ def fuse_and_rank(
 
     cut: int | None = None
     if config.autocut:
-        cut = autocut_index([rh.score for rh in ranked], config.autocut_min_keep, config.autocut_min_gap)
+        min_keep = max(config.autocut_min_keep, keep_at_least)
+        cut = autocut_index([rh.score for rh in ranked], min_keep, config.autocut_min_gap)
         if cut is not None:
             ranked = ranked[:cut]
 

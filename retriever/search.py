@@ -19,6 +19,7 @@ partial index).
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from typing import Any
 
 import asyncpg
 
-from embedder.repository import sql_literal, vector_expr
+from services.db.vectors import sql_literal, vector_expr
+from services.viewer import Principals
 
 DEFAULT_EF_SEARCH = 400
 MAX_EF_SEARCH = 1000
@@ -39,7 +41,7 @@ class SearchScope:
     """Everything that restricts which child chunks an arm may return."""
 
     workspace: str
-    viewer: tuple[str, ...]
+    viewer: Principals
     source_systems: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     date_from: datetime | None = None
@@ -303,6 +305,21 @@ async def lexical_arm(
     terms = list(terms or [])[:BM25_MAX_TERMS]
     if not terms:
         return LexicalResult([], {}, "no_terms")
+    return await bm25(conn, scope, terms, k, stats)
+
+
+async def bm25(
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    terms: Sequence[str],
+    k: int,
+    stats: LexemeStats | None = None,
+    weights: Sequence[float] | None = None,
+) -> LexicalResult:
+    """BM25 of already normalised lexemes ``terms`` (see :func:`lexical_arm`); ``weights`` (default 1.0
+    each) multiply each term's contribution — the expanded query of pseudo-relevance feedback."""
+    terms = list(terms)
+    tw = list(weights) if weights is not None else [1.0] * len(terms)
     w = scope_where(scope)
     visible = await conn.fetchval(
         f"SELECT count(*) FROM (SELECT 1 FROM chunks WHERE {w.sql()} LIMIT {w.arg(VISIBLE_CAP)}) v", *w.params
@@ -312,6 +329,7 @@ async def lexical_arm(
     estimated = [t for t in terms if t not in generating]
     w = scope_where(scope)
     terms_arg = w.arg(terms, "::text[]")
+    weights_arg = w.arg(tw, "::float8[]")
     gen_arg = w.arg(generating, "::text[]")
     anyq = w.arg(" | ".join("'" + t.replace("'", "''") + "'" for t in generating))
     est_terms = w.arg(estimated, "::text[]")
@@ -328,10 +346,12 @@ async def lexical_arm(
         f"   FROM cand c, unnest(c.tsv) u WHERE u.lexeme = ANY({terms_arg})),"
         f" df AS (SELECT lexeme, count(*)::float8 AS df FROM tf WHERE lexeme = ANY({gen_arg}) GROUP BY lexeme"
         f"   UNION ALL SELECT e.lexeme, e.df FROM unnest({est_terms}, {est_df}) AS e(lexeme, df)),"
-        f" avgdl AS (SELECT greatest(avg(dl), 1) AS avgdl FROM cand)"
-        f" SELECT tf.id, sum(ln(1 + (greatest({n}, df.df) - df.df + 0.5) / (df.df + 0.5))"
+        f" avgdl AS (SELECT greatest(avg(dl), 1) AS avgdl FROM cand),"
+        f" tw AS (SELECT * FROM unnest({terms_arg}, {weights_arg}) AS t(lexeme, weight))"
+        f" SELECT tf.id, sum(tw.weight * ln(1 + (greatest({n}, df.df) - df.df + 0.5) / (df.df + 0.5))"
         f"   * tf.tf * {k1 + 1} / (tf.tf + {k1} * (1 - {b} + {b} * tf.dl / avgdl.avgdl))) AS score"
-        f" FROM tf JOIN df USING (lexeme), avgdl GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
+        f" FROM tf JOIN df USING (lexeme) JOIN tw USING (lexeme), avgdl"
+        f" GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
         *w.params,
     )
     note = "bm25" if not estimated else f"bm25 (candidates from {len(generating)} of {len(terms)} terms)"
@@ -431,3 +451,75 @@ async def write_audit(
         diagnostics,
         list(dict.fromkeys(returned_documents)),
     )
+
+
+PRF_ENABLED = False
+"""Whether the product's ``full`` arm runs pseudo-relevance feedback (baselines never do); see the README."""
+PRF_DOCS = 5
+PRF_TERMS = 8
+PRF_WEIGHT = 0.5
+PRF_MAX_SHARE = 0.02
+"""RM3-style pseudo-relevance feedback on the lexical arm: the top ``PRF_DOCS`` hits' lexemes, weighted
+``Σ_d p(d) · tf/dl · ln(1/share)``, at most ``PRF_TERMS`` of them (never a query term, a number, a lexeme of
+fewer than 3 letters or one in more than ``PRF_MAX_SHARE`` of the chunks), join the query at weight
+``PRF_WEIGHT`` × (weight / best weight); the original terms keep weight 1."""
+
+
+def prf_expansion(
+    docs: Sequence[tuple[float, Sequence[tuple[str, int]], int]],
+    query_terms: Sequence[str],
+    stats: LexemeStats | None,
+    *,
+    max_terms: int = PRF_TERMS,
+    weight: float = PRF_WEIGHT,
+    max_share: float = PRF_MAX_SHARE,
+) -> list[tuple[str, float]]:
+    """Expansion lexemes with weights from feedback ``docs`` = (score, [(lexeme, tf)], dl) (pure)."""
+    total = sum(max(s, 0.0) for s, _, _ in docs)
+    if total <= 0:
+        return []
+    skip = set(query_terms)
+    acc: dict[str, float] = {}
+    for score, lexemes, dl in docs:
+        p_d = max(score, 0.0) / total
+        for lex, tf in lexemes:
+            if lex in skip or len(lex) < 3 or lex.isdigit():
+                continue
+            share = stats.share(lex) if stats is not None else 0.0
+            if share > max_share:
+                continue
+            idf = math.log(1.0 / max(share, 1e-6))
+            acc[lex] = acc.get(lex, 0.0) + p_d * tf / max(dl, 1) * idf
+    best = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:max_terms]
+    if not best:
+        return []
+    top = best[0][1]
+    return [(lex, weight * v / top) for lex, v in best]
+
+
+async def lexical_arm_prf(
+    conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, stats: LexemeStats | None = None
+) -> LexicalResult:
+    """:func:`lexical_arm`, then one feedback round: the query expanded by :func:`prf_expansion`."""
+    first = await lexical_arm(conn, scope, query, k, stats)
+    if len(first.ids) < 2:
+        return first
+    top = first.ids[:PRF_DOCS]
+    rows = await conn.fetch(
+        "SELECT c.id, length(c.tsv) AS dl, array_agg(u.lexeme) AS lex,"
+        " array_agg(coalesce(array_length(u.positions, 1), 1)) AS tf"
+        " FROM chunks c, unnest(c.tsv) u WHERE c.id = ANY($1::uuid[]) GROUP BY c.id, c.tsv",
+        [uuid.UUID(i) for i in top],
+    )
+    docs = [
+        (first.scores.get(str(r["id"]), 0.0), list(zip(r["lex"], r["tf"], strict=True)), int(r["dl"])) for r in rows
+    ]
+    terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
+    terms = list(terms or [])[:BM25_MAX_TERMS]
+    extra = prf_expansion(docs, terms, stats)
+    if not extra:
+        return first
+    second = await bm25(
+        conn, scope, [*terms, *(t for t, _ in extra)], k, stats, [1.0] * len(terms) + [w for _, w in extra]
+    )
+    return LexicalResult(second.ids, second.scores, f"{second.note} + prf {len(extra)} terms")

@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from embedder.port import Embedder
 from retriever import search as sql
 from retriever.compose import (
     ARM_PRESETS,
@@ -44,8 +43,6 @@ from retriever.graph_channel import (
     resolve_seeds,
 )
 from retriever.ranking import Hit, RankedHit, fuse_and_rank
-from retriever.scope import OrgHierarchy
-from retriever.vendors import Reranker, Synthesizer
 from schemas.tools import (
     Passage,
     PassageFilters,
@@ -55,10 +52,12 @@ from schemas.tools import (
     SearchKnowledgeBaseResponse,
 )
 from services import tracing
-from services.api.auth import Viewer
 from services.embedding_config import EmbeddingConfig
 from services.errors import InvalidPayloadError, OrgMemoryError
+from services.hierarchy import OrgHierarchy
 from services.metrics import RETRIEVAL_ARM_SECONDS
+from services.ports import Embedder, Reranker, Synthesizer
+from services.viewer import Principals, Viewer
 
 log = logging.getLogger("orgmem.retriever")
 T = TypeVar("T")
@@ -115,9 +114,6 @@ class RetrieverService:
             self._lexemes = (now, await sql.lexeme_stats(conn))
         return self._lexemes[1]
 
-    def viewer_principals(self, viewer: Viewer) -> tuple[str, ...]:
-        return tuple(sorted(self.hierarchy.expand(viewer.principals)))
-
     # ---- passages ---------------------------------------------------------------------------------
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
         start, wall = time.perf_counter(), time.time()
@@ -162,9 +158,10 @@ class RetrieverService:
         async with self.pool.acquire() as conn:
             return await sql.dense_arm(conn, scope, vector, cfg, k)
 
-    async def _lexical(self, scope: sql.SearchScope, query: str, k: int) -> sql.LexicalResult:
+    async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
+        arm = sql.lexical_arm_prf if prf else sql.lexical_arm
         async with self.pool.acquire() as conn:
-            return await sql.lexical_arm(conn, scope, query, k, await self.lexeme_stats(conn))
+            return await arm(conn, scope, query, k, await self.lexeme_stats(conn))
 
     async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
@@ -180,7 +177,7 @@ class RetrieverService:
         filters: PassageFilters,
         limit: int,
         arms: str,
-        viewer: tuple[str, ...],
+        viewer: Principals,
         own: Sequence[str],
         axes: TimeAxes,
         now: datetime,
@@ -209,7 +206,7 @@ class RetrieverService:
             self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
             if "dense" in names
             else asyncio.sleep(0, empty),
-            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k))
+            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and sql.PRF_ENABLED))
             if "lexical" in names
             else asyncio.sleep(0, empty),
             self._timed(timings, "relational", lambda: self._relational(scope, query))
@@ -264,7 +261,16 @@ class RetrieverService:
             )
             for cid, r in rows.items()
         }
-        result = fuse_and_rank(arm_ids, hits, query, now, config, arm_scores=arm_scores)
+        result = fuse_and_rank(
+            arm_ids,
+            hits,
+            query,
+            now,
+            config,
+            arm_scores=arm_scores,
+            boost_range=axes.boost_range,
+            keep_at_least=limit,
+        )
         ranked = list(result.hits)
         scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         diag: dict[str, Any] = {
@@ -309,7 +315,7 @@ class RetrieverService:
             filters=req.filters,
             limit=req.limit,
             arms=req.arms,
-            viewer=self.viewer_principals(viewer),
+            viewer=viewer.expand(self.hierarchy),
             own=viewer.principals,
             axes=axes,
             now=now,
@@ -321,7 +327,7 @@ class RetrieverService:
         return SearchKnowledgeBaseResponse(passages=passages, diagnostics=found.diagnostics)
 
     # ---- retrieve_context -------------------------------------------------------------------------
-    async def _graph(self, req: RetrieveContextRequest, viewer: tuple[str, ...], axes: TimeAxes) -> GraphContext:
+    async def _graph(self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes) -> GraphContext:
         ctx = GraphContext()
         if not viewer or (not req.subjects and not req.about):
             return ctx
@@ -358,7 +364,7 @@ class RetrieverService:
             raise InvalidPayloadError(
                 "mode graph_first needs at least one subject seed (subjects and/or about)", field="subjects"
             )
-        principals = self.viewer_principals(viewer)
+        principals = viewer.expand(self.hierarchy)
         axes = resolve_time(
             req.query,
             req.filters,

@@ -1,179 +1,49 @@
-"""Retriever stage: Kafka request/reply on ``<ns>.rpc.retrieve.v1`` (group ``om-retrieve``).
-
-Requests are independent: a batch runs concurrently (bounded by ``CONCURRENCY``) and every request
-gets exactly one reply on its ``reply_to`` topic — a result or a structured error
-(``{"ok": false, "error": {...}}``), including timeouts. A request without ``reply_to`` /
-``correlation_id`` (or with a reply topic outside this namespace) is dead-lettered; one past its
-``deadline`` is dropped and logged (its requester has given up). Offsets are committed after the
-batch (``AckPolicy.ACK``): a crash mid-batch redelivers it and requesters ignore duplicate replies.
-A new consumer group starts at ``earliest``; the 1 h topic retention and the deadline check bound
-what a restarted retriever replays.
-"""
+"""Retriever stage wiring (catalogue entry ``retrieve``): group ``om-retrieve`` on ``<ns>.rpc.retrieve.v1``,
+its own request/reply subscriber (``retriever/handler.py``) instead of the batch wiring."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from collections.abc import Sequence
 from typing import Any
 
 from faststream import AckPolicy
 from faststream.kafka import KafkaMessage
-from pydantic import BaseModel, ValidationError
 
-from retriever.rpc import (
-    CORRELATION_ID,
-    DEADLINE,
-    REPLY_TO,
-    deadline_ms,
-    error_status,
-    valid_reply_topic,
-)
-from retriever.service import RetrieverService
+from retriever.handler import RpcHandler
 from retriever.wiring import get_service
-from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
-from services.api.auth import Viewer
-from services.errors import InvalidPayloadError, OrgMemoryError
-from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
-from services.kafka.records import Record, from_consumer_records
+from services.kafka.records import from_consumer_records
 from services.kafka.topics import dlq_topic
 from services.runtime import Runtime
+from services.stagekit import Stage
 
-log = logging.getLogger("orgmem.retriever.rpc")
-STAGE = "retrieve"
-CONCURRENCY = 32
 MAX_RECORDS = 128
-REPLY_SEND_TIMEOUT_S = 10.0
 
 
-def _validation_error(exc: ValidationError, prefix: str = "") -> RpcError:
-    first = exc.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "body"
-    field = f"{prefix}{loc}" if prefix else loc
-    return RpcError(type="InvalidPayloadError", message=f"{field}: {first['msg']}", status=422, field=field)
-
-
-class RpcHandler:
-    def __init__(
-        self,
-        service: RetrieverService,
-        publisher: BrokerPublisher,
-        dead_letters: DeadLetters,
-        namespace: str,
-        concurrency: int = CONCURRENCY,
-    ) -> None:
-        self.service = service
-        self.publisher = publisher
-        self.dead_letters = dead_letters
-        self.namespace = namespace
-        self.slots = asyncio.Semaphore(concurrency)
-        self.served = self.expired = 0
-
-    async def __call__(self, records: Sequence[Record]) -> None:
-        await asyncio.gather(*(self.handle(r) for r in records))
-
-    async def handle(self, record: Record) -> None:
-        reply_to, cid = record.header(REPLY_TO), record.header(CORRELATION_ID)
-        if not reply_to or not cid:
-            missing = REPLY_TO if not reply_to else CORRELATION_ID
-            await self.dead_letters.send(record, InvalidPayloadError(f"missing {missing} header", field=missing))
-            return
-        if not valid_reply_topic(self.namespace, reply_to):
-            await self.dead_letters.send(
-                record,
-                InvalidPayloadError(
-                    f"reply_to must be a {self.namespace}.rpc.reply.<client-id>.v1 topic", field=REPLY_TO
-                ),
-            )
-            return
-        now_ms = int(time.time() * 1000)
-        deadline = deadline_ms(record.header(DEADLINE), record.timestamp_ms, now_ms)
-        if deadline <= now_ms:
-            self.expired += 1
-            log.info(
-                "dropping expired request %s at %s (deadline passed %d ms ago)",
-                cid,
-                record.position,
-                now_ms - deadline,
-            )
-            return
-        async with self.slots:
-            reply = await self._serve(record.value, (deadline - now_ms) / 1000)
-        await self._reply(reply_to, cid, reply)
-
-    async def _serve(self, body: bytes, budget_s: float) -> RpcReply:
-        try:
-            rpc = RpcRequest.model_validate_json(body)
-        except ValidationError as exc:
-            return RpcReply(ok=False, error=_validation_error(exc))
-        viewer = Viewer(
-            rpc.viewer.principal_id.lower() if rpc.viewer.principal_id else None,
-            tuple(sorted({g.lower() for g in rpc.viewer.groups})),
-            frozenset(),
-        )
-        try:
-            result: BaseModel
-            if rpc.tool == "retrieve_context":
-                req = RetrieveContextRequest.model_validate(rpc.request)
-                result = await asyncio.wait_for(self.service.retrieve_context(req, viewer), budget_s)
-            else:
-                kb = SearchKnowledgeBaseRequest.model_validate(rpc.request)
-                result = await asyncio.wait_for(self.service.search_knowledge_base(kb, viewer), budget_s)
-        except ValidationError as exc:
-            return RpcReply(ok=False, error=_validation_error(exc, "request."))
-        except TimeoutError:
-            return RpcReply(ok=False, error=RpcError(type="Timeout", message="deadline exceeded", status=504))
-        except OrgMemoryError as exc:
-            code, detail = error_status(exc)
-            return RpcReply(
-                ok=False,
-                error=RpcError(type=type(exc).__name__, message=detail["msg"], status=code, field=detail.get("field")),
-            )
-        except Exception as exc:
-            log.exception("retrieve request failed")
-            return RpcReply(ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500))
-        self.served += 1
-        return RpcReply(ok=True, result=result.model_dump(mode="json"))
-
-    async def _reply(self, topic: str, cid: str, reply: RpcReply) -> None:
-        try:
-            await asyncio.wait_for(
-                self.publisher.send(
-                    topic,
-                    reply.model_dump_json(exclude_none=True).encode(),
-                    key=cid.encode(),
-                    headers={CORRELATION_ID: cid, "content-type": "application/json"},
-                ),
-                REPLY_SEND_TIMEOUT_S,
-            )
-        except Exception as exc:  # the requester times out and retries; never wedge the batch
-            log.warning("could not reply to %s on %s: %s: %s", cid, topic, type(exc).__name__, exc)
+def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
+    return RpcHandler(get_service(rt), rt.publisher, dead_letters, rt.settings.topic_namespace)
 
 
 async def _passthrough_decoder(msg: Any) -> Any:
     return msg.body
 
 
-def register(rt: Runtime) -> None:
+def subscribe(rt: Runtime, stage: Stage) -> RpcHandler:
     s = rt.settings
-    service = get_service(rt)
-    dead_letters = DeadLetters(rt.publisher, dlq_topic(s, STAGE), STAGE)
-    handler = RpcHandler(service, rt.publisher, dead_letters, s.topic_namespace)
-    rt.extras["retrieve_handler"] = handler
+    handler = build_handler(rt, DeadLetters(rt.publisher, dlq_topic(s, stage.name), stage.name))
 
     @rt.broker.subscriber(
-        s.topic("rpc.retrieve"),
-        group_id=s.group(STAGE),
+        stage.input_topic(s),
+        group_id=stage.group(s),
         batch=True,
-        max_records=MAX_RECORDS,
+        max_records=stage.max_records(s),
         batch_timeout_ms=20,
         ack_policy=AckPolicy.ACK,
         auto_offset_reset="earliest",
         decoder=_passthrough_decoder,
-        title=f"{STAGE}:{s.topic('rpc.retrieve')}",
-        description="retrieve_context / search_knowledge_base requests; replies go to the reply_to topic",
+        title=f"{stage.name}:{stage.input_topic(s)}",
+        description=stage.description,
     )
     async def consume(body: Any, message: KafkaMessage) -> None:
         await handler(from_consumer_records(message.raw_message))
+
+    return handler

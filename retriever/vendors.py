@@ -1,4 +1,4 @@
-"""Optional vendor adapters of the read path: cross-encoder rerank and chat synthesis.
+"""Optional vendor adapters of the read path (ports ``services.ports.Reranker`` / ``Synthesizer``).
 
 - ``HttpReranker``: Cohere/TEI-style ``POST <rerank_url>`` with ``{"query", "documents"/"texts", "top_n"}``;
   accepts ``{"results": [{"index", "relevance_score"}]}`` (Cohere, Jina) or ``[{"index", "score"}]`` (TEI).
@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -22,14 +22,6 @@ SYNTHESIS_SYSTEM = (
     "Cite every claim with its passage number in square brackets, like [2]. If the passages do not "
     "answer the question, say so briefly. Be concise."
 )
-
-
-class Reranker(Protocol):
-    async def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]: ...
-
-
-class Synthesizer(Protocol):
-    async def synthesize(self, query: str, passages: Sequence[str]) -> str: ...
 
 
 class HttpReranker:

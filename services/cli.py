@@ -70,9 +70,8 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     from services.db.pool import create_pool
     from services.health import check_kafka, check_postgres, check_store
-    from services.kafka.lag import group_lag
     from services.objectstore import build_object_store
-    from services.stages import available_stages
+    from services.stages import available_stages, stage_lag
 
     rows: dict[str, Any] = {}
     try:
@@ -93,7 +92,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     if not str(rows["kafka"]).startswith("DOWN"):
         for stage in available_stages():
             try:
-                lag = await group_lag(settings, stage)
+                lag = await stage_lag(settings, stage)
                 lags[stage] = {"group": lag.group, "topic": lag.topic, "lag": lag.lag}
             except Exception as exc:  # status reports, it does not fail
                 lags[stage] = {"error": f"{type(exc).__name__}: {exc}"}

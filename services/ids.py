@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 NAMESPACE = uuid.UUID("5b0f3c8e-9a57-4d2e-8a55-0f6f1c2b7a10")
 
@@ -27,3 +28,24 @@ def event_id(*parts: object) -> uuid.UUID:
 
 def blob_key(workspace: str, doc_id: uuid.UUID, envelope_id: uuid.UUID) -> str:
     return f"envelopes/{workspace}/{doc_id}/{envelope_id}.json"
+
+
+GRAPH_NAMESPACE = uuid.UUID("1d6e9a0c-58f4-4f0b-9a4e-3c2b8e7d6f21")
+"""Entities, meetings and facts (the conflicts stage and the extractor must agree on them)."""
+
+
+def entity_uuid(workspace: str, entity_type: str, norm_name: str) -> uuid.UUID:
+    return uuid.uuid5(GRAPH_NAMESPACE, f"entity:{workspace}:{entity_type}:{norm_name}")
+
+
+def meeting_uuid(document_id: uuid.UUID) -> uuid.UUID:
+    """The meeting entity a meeting transcript document describes."""
+    return uuid.uuid5(GRAPH_NAMESPACE, f"meeting:{document_id}")
+
+
+def fact_uuid(
+    workspace: str, subject: uuid.UUID, predicate: str, target: str, valid_from: datetime, generation: int = 0
+) -> uuid.UUID:
+    return uuid.uuid5(
+        GRAPH_NAMESPACE, f"fact:{workspace}:{subject}:{predicate}:{target}:{valid_from.isoformat()}:{generation}"
+    )

@@ -1,29 +1,52 @@
-"""The clients one process needs, built once at startup and injected into stages and routes."""
+"""The clients one process needs, built once at startup, injected into stages and routes, closed once.
+
+``build_runtime(settings, clients)`` connects Postgres (refusing an unmigrated/newer schema), the object
+store and the broker, and takes the vendor clients (``Clients``: embedder, reranker, synthesizer, LLM
+extractor) from the factory the top floor passes in (``services.wiring.build_clients``): the runtime floor
+knows the clients only by their ports (``services.ports``). ``Runtime.close`` closes every one of them.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 from faststream.kafka import KafkaBroker
 
-from retriever.scope import OrgHierarchy
 from services.db.migrate import check_schema
 from services.db.pool import create_pool
 from services.embedding_config import EmbeddingConfig, embedding_config
 from services.errors import ConfigurationError
+from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher, build_broker
+from services.kafka.delivery import BatchHandler
 from services.objectstore import ObjectStore, build_object_store
+from services.ports import Embedder, LlmExtraction, Reranker, Synthesizer
 from services.settings import Settings
+from services.taxonomy import Registry, default_registry, load_registry
 from services.tracing import TracedPublisher
 
 log = logging.getLogger("orgmem.runtime")
 
 
 @dataclass
+class Clients:
+    """The vendor clients of one runtime; ``None`` = not configured (or not needed by this process)."""
+
+    embedder: Embedder | None = None
+    reranker: Reranker | None = None
+    synthesizer: Synthesizer | None = None
+    llm_extractor: LlmExtraction | None = None
+
+
+ClientFactory = Callable[[Settings, EmbeddingConfig, Registry], Clients]
+
+
+@dataclass(eq=False)
 class Runtime:
     settings: Settings
     pool: asyncpg.Pool
@@ -32,8 +55,18 @@ class Runtime:
     publisher: BrokerPublisher
     embedding: EmbeddingConfig
     hierarchy: OrgHierarchy = field(default_factory=lambda: OrgHierarchy({}))
+    registry: Registry = field(default_factory=default_registry)
+    clients: Clients = field(default_factory=Clients)
     stages: list[str] = field(default_factory=list)
-    extras: dict[str, Any] = field(default_factory=dict)
+    handlers: dict[str, BatchHandler] = field(default_factory=dict)
+    """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
+
+    @property
+    def embedder(self) -> Embedder:
+        """The process's embedding provider (shared by the embed stage and the retriever)."""
+        if self.clients.embedder is None:
+            raise ConfigurationError("no embedding provider was built for this runtime", setting="EMBEDDING_PROVIDER")
+        return self.clients.embedder
 
     async def start(self) -> None:
         """Connect the producer and the broker (subscribers registered by then start consuming)."""
@@ -45,8 +78,26 @@ class Runtime:
             await self.broker.stop()
             await self.publisher.stop()
         finally:
-            await self.store.close()
-            await self.pool.close()
+            try:
+                await close_clients(self.clients)
+            finally:
+                await self.store.close()
+                await self.pool.close()
+
+
+async def close_clients(clients: Clients) -> None:
+    """``aclose`` every client, each once, even when one of them fails (the first failure is re-raised)."""
+    failure: BaseException | None = None
+    for client in (clients.embedder, clients.reranker, clients.synthesizer, clients.llm_extractor):
+        if client is None:
+            continue
+        try:
+            await client.aclose()
+        except Exception as exc:
+            log.warning("closing %s failed: %s", type(client).__name__, exc)
+            failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 def load_hierarchy(settings: Settings) -> OrgHierarchy:
@@ -60,8 +111,20 @@ def load_hierarchy(settings: Settings) -> OrgHierarchy:
         raise ConfigurationError(f"invalid org hierarchy: {exc}", setting="ORG_HIERARCHY_PATH") from exc
 
 
-async def build_runtime(settings: Settings) -> Runtime:
-    """Connect to Postgres (refusing an unmigrated/newer schema), build the store and the broker."""
+def load_taxonomy(settings: Settings) -> Registry:
+    """The taxonomy registry (configured file, else the bundled one), validated once at boot."""
+    return load_registry(settings.taxonomy_registry_path) if settings.taxonomy_registry_path else default_registry()
+
+
+def _no_clients(settings: Settings, embedding: EmbeddingConfig, registry: Registry) -> Clients:
+    return Clients()
+
+
+async def build_runtime(settings: Settings, clients: ClientFactory = _no_clients) -> Runtime:
+    """Connect to Postgres (refusing an unmigrated/newer schema), build the store, the broker and the clients."""
+    hierarchy = load_hierarchy(settings)
+    registry = load_taxonomy(settings)
+    embedding = embedding_config(settings)
     pool = await create_pool(settings)
     try:
         async with pool.acquire() as conn:
@@ -69,13 +132,25 @@ async def build_runtime(settings: Settings) -> Runtime:
     except BaseException:
         await pool.close()
         raise
-    broker = build_broker(settings)
+    try:
+        store = build_object_store(settings)
+    except BaseException:
+        await pool.close()
+        raise
+    try:
+        built = clients(settings, embedding, registry)
+    except BaseException:
+        await store.close()
+        await pool.close()
+        raise
     return Runtime(
         settings=settings,
         pool=pool,
-        store=build_object_store(settings),
-        broker=broker,
+        store=store,
+        broker=build_broker(settings),
         publisher=TracedPublisher(settings),
-        embedding=embedding_config(settings),
-        hierarchy=load_hierarchy(settings),
+        embedding=embedding,
+        hierarchy=hierarchy,
+        registry=registry,
+        clients=built,
     )

@@ -22,6 +22,7 @@ from services.ops.retention import periodic_retention
 from services.runtime import Runtime, build_runtime
 from services.settings import Settings
 from services.stages import register_stages
+from services.wiring import build_clients
 
 log = logging.getLogger("orgmem.serve")
 DRAIN_TIMEOUT_S = 30.0
@@ -29,7 +30,7 @@ DRAIN_TIMEOUT_S = 30.0
 
 async def start_runtime(settings: Settings, stages: list[str]) -> Runtime:
     await ensure_topics(settings)
-    rt = await build_runtime(settings)
+    rt = await build_runtime(settings, build_clients)
     try:
         register_stages(rt, stages)
         if "embed" in stages:

@@ -1,11 +1,16 @@
-"""The one way a batch stage is wired: subscribe its consumer group, then bind the handler the stage builds
-(the handler needs the stage's DeadLetters, which the subscription creates)."""
+"""What a stage is (``Stage``: name, input topic, group, handler factory, batch size from ``Settings``) and the
+one way a batch stage is wired: subscribe its consumer group, then bind the handler the stage builds (the
+handler needs the stage's DeadLetters, which the subscription creates). The catalogue of every stage is
+``services/stages.py``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
+
+from faststream.kafka import KafkaBroker
 
 from services import logs, tracing
 from services.kafka.app import subscribe_batch
@@ -13,6 +18,7 @@ from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
 from services.metrics import STAGE_BATCH_SECONDS, STAGE_FAILED, STAGE_PROCESSED
 from services.runtime import Runtime
+from services.settings import Settings
 
 H = TypeVar("H", bound=BatchHandler)
 
@@ -62,10 +68,7 @@ def register_batch_stage(
     max_records: int,
     description: str,
 ) -> H:
-    """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``.
-
-    The handler is also kept in ``rt.extras["<stage>_handler"]`` (tests read it).
-    """
+    """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``."""
     late = LateHandler()
     dead_letters = subscribe_batch(
         rt.broker,
@@ -78,6 +81,60 @@ def register_batch_stage(
         description=description,
     )
     handler = build(rt, dead_letters)
-    rt.extras[f"{stage}_handler"] = handler
     late.bind(handler)
     return handler
+
+
+HandlerFactory = Callable[[Runtime, DeadLetters], BatchHandler]
+
+
+def _declares_nothing(broker: KafkaBroker, settings: Settings) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One stage of the pipeline, as ``up``, ``run``, ``replay``, ``rebuild``, ``status`` and AsyncAPI see it.
+
+    ``name`` is the consumer group's suffix (``om-<name>``) and the dead-letter topic's (``om.dlq.<name>.v1``);
+    ``topic`` the logical input topic (``Settings.topic``). ``build_handler(rt, dead_letters)`` makes the
+    handler the live subscriber and ``replay`` both feed. ``subscribe`` replaces the batch wiring for a stage
+    with its own (the retriever's request/reply); such a stage is not replayable.
+    """
+
+    name: str
+    topic: str
+    description: str
+    build_handler: HandlerFactory
+    max_records: Callable[[Settings], int]
+    declare_publishers: Callable[[KafkaBroker, Settings], None] = _declares_nothing
+    subscribe: Callable[[Runtime, Stage], BatchHandler] | None = None
+    writes_projection: bool = True
+
+    @property
+    def replayable(self) -> bool:
+        return self.subscribe is None
+
+    def group(self, settings: Settings) -> str:
+        return settings.group(self.name)
+
+    def input_topic(self, settings: Settings) -> str:
+        return settings.topic(self.topic)
+
+    def register(self, rt: Runtime) -> BatchHandler:
+        """Subscribe this stage in ``rt`` (and declare what it publishes); ``rt.handlers[name]`` is its handler."""
+        if self.subscribe is not None:
+            handler = self.subscribe(rt, self)
+        else:
+            handler = register_batch_stage(
+                rt,
+                stage=self.name,
+                topic=self.topic,
+                build=self.build_handler,
+                max_records=self.max_records(rt.settings),
+                description=self.description,
+            )
+        self.declare_publishers(rt.broker, rt.settings)
+        rt.handlers[self.name] = handler
+        rt.stages.append(self.name)
+        return handler

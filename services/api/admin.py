@@ -27,9 +27,12 @@ from schemas.admin import (
     ViewerAccess,
 )
 from schemas.envelope import PRINCIPAL_RE
-from services.api.auth import Viewer, require_admin
+from services.api.auth import require_admin
 from services.governance import access, audits, budgets, holds, retention
 from services.governance.health import admin_health
+from services.ops.retention import PURGE_HOOKS
+from services.stages import CATALOGUE
+from services.viewer import Viewer
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 Admin = Annotated[Viewer, Depends(require_admin)]
@@ -66,7 +69,7 @@ def _cursor(cursor: str | None) -> int | None:
 @router.get("/health", response_model=AdminHealth)
 async def health(request: Request, _: Admin) -> dict[str, Any]:
     rt = _rt(request)
-    return await admin_health(rt.settings, rt.pool, rt.store)
+    return await admin_health(rt.settings, rt.pool, rt.store, {s.name: s.topic for s in CATALOGUE})
 
 
 @router.get("/spend", response_model=SpendReport)
@@ -136,7 +139,13 @@ async def run_retention(
     """Dry run by default (what would be purged); ``apply=true`` purges, audited per batch."""
     rt = _rt(request)
     report = await retention.run_retention(
-        rt.pool, rt.store, actor=_actor(viewer), apply=apply, workspace=workspace, batch_size=batch_size
+        rt.pool,
+        rt.store,
+        actor=_actor(viewer),
+        apply=apply,
+        workspace=workspace,
+        batch_size=batch_size,
+        hooks=PURGE_HOOKS,
     )
     return report.as_dict()
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from services.api import health, ingress
+from services.api import graph, health, ingress, tools
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
@@ -41,10 +41,6 @@ def create_app(rt: Runtime) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(ingress.router)
-    for module in ("retriever.api", "services.api.graph", "services.api.admin"):
-        try:
-            mod = __import__(module, fromlist=["router"])
-        except ImportError:  # pragma: no cover - router not built yet
-            continue
-        app.include_router(mod.router)
+    app.include_router(tools.router)
+    app.include_router(graph.router)
     return app

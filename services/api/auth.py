@@ -10,29 +10,13 @@
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
 
 from fastapi import Header, HTTPException, Request, status
 
 from schemas.envelope import PRINCIPAL_RE
+from services.viewer import Viewer
 
 MAX_GROUPS = 512
-
-
-@dataclass(frozen=True, slots=True)
-class Viewer:
-    principal_id: str | None
-    groups: tuple[str, ...]
-    roles: frozenset[str]
-
-    @property
-    def principals(self) -> list[str]:
-        """The viewer's own principals (groups are expanded through the org hierarchy by the retriever)."""
-        return ([self.principal_id] if self.principal_id else []) + list(self.groups)
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
 
 
 def _check_key(request: Request, api_key: str | None) -> None:

@@ -23,14 +23,14 @@ from schemas.graph import (
     SubjectRef,
     TimeGrain,
 )
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
+from services.viewer import Principals, Viewer
 
 C = TypeVar("C")
 router = APIRouter(tags=["graph"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-ABOUT_MATCHES = 3
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 
 
@@ -39,21 +39,18 @@ def _runtime(request: Request) -> Runtime:
     return rt
 
 
-def _principals(request: Request, viewer: Viewer) -> list[str]:
-    return sorted(_runtime(request).hierarchy.expand(viewer.principals))
+def _principals(request: Request, viewer: Viewer) -> Principals:
+    return viewer.expand(_runtime(request).hierarchy)
 
 
 async def _subjects(
-    request: Request, workspace: str, viewer: list[str], subjects: list[SubjectRef], about: str | None
+    request: Request, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
         async with _runtime(request).pool.acquire() as conn:
-            found = await reads.resolve_entities(
-                conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_MATCHES
-            )
-        exact = [m for m in found if m.score >= 0.95] or found[:1]
-        seeds += [(m.type, m.id) for m in exact if (m.type, m.id) not in seeds]
+            found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
+        seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
     return seeds
 
 

@@ -12,8 +12,8 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.health import readiness
-from services.kafka.lag import STAGE_TOPICS, group_lag
 from services.metrics import CONSUMER_LAG, REGISTRY
+from services.stages import available_stages, specification_broker, stage_lag
 
 LAG_TTL_S = 15.0
 
@@ -60,9 +60,9 @@ async def _refresh_lag(rt: Any) -> None:
     if time.monotonic() - _lag_sampled_at < LAG_TTL_S:
         return
     _lag_sampled_at = time.monotonic()
-    for stage in rt.stages or list(STAGE_TOPICS):
+    for stage in rt.stages or available_stages():
         try:
-            lag = await asyncio.wait_for(group_lag(rt.settings, stage), 5)
+            lag = await asyncio.wait_for(stage_lag(rt.settings, stage), 5)
         except Exception:  # a scrape reports what it can; the gauge keeps its last value
             continue
         CONSUMER_LAG.labels(stage).set(lag.lag)
@@ -78,12 +78,12 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/asyncapi")
 async def asyncapi(request: Request) -> JSONResponse:
-    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows."""
+    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows (the catalogue's)."""
     from faststream.specification import AsyncAPI
 
     rt = request.app.state.runtime
     spec = AsyncAPI(
-        rt.broker,
+        specification_broker(rt.settings),
         title="Org Memory",
         version="0.1.0",
         description="Topics and payloads of the Org Memory pipeline",

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from schemas.events import DocumentEvent
 from services.collaboration import repository as repo
-from services.collaboration.weights import HALF_LIFE_DAYS, document_pairs
+from services.collaboration.weights import document_pairs
+from services.decay import HALF_LIFE_DAYS
 from services.errors import InvalidPayloadError
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record

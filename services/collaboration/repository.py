@@ -11,6 +11,7 @@ import asyncpg
 
 from services.collaboration.weights import THREAD_HORIZON, THREAD_WINDOW
 from services.db import processed
+from services.decay import decay_sql
 
 STAGE = "collab"
 
@@ -86,7 +87,7 @@ async def refresh_edges(
     await conn.execute(
         "INSERT INTO collaboration_edges (workspace, a_kind, a_id, b_kind, b_id, count, last_seen, weight)"
         " SELECT workspace, 'person', a_id, 'person', b_id, count(*), max(event_time),"
-        " sum(weight * power(0.5, extract(epoch FROM last - event_time) / 86400.0 / $4))"
+        f" sum({decay_sql('weight', 'last', 'event_time', '$4')})"
         " FROM (SELECT c.*, max(c.event_time) OVER (PARTITION BY c.workspace, c.a_id, c.b_id) AS last"
         "       FROM collab_contributions c JOIN unnest($1::text[], $2::uuid[], $3::uuid[]) AS k(w, a, b)"
         "       ON c.workspace = k.w AND c.a_id = k.a AND c.b_id = k.b) s"
@@ -110,7 +111,7 @@ async def top_collaborators(
     rows = await conn.fetch(
         "SELECT CASE WHEN a_id = $2 THEN b_id ELSE a_id END AS other FROM collaboration_edges"
         " WHERE workspace = $1 AND (a_id = $2 OR b_id = $2)"
-        " ORDER BY weight * power(0.5, extract(epoch FROM $3 - last_seen) / 86400.0 / $4) DESC, count DESC"
+        f" ORDER BY {decay_sql('weight', '$3', 'last_seen', '$4')} DESC, count DESC"
         " LIMIT $5",
         workspace,
         person,

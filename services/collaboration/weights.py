@@ -9,8 +9,8 @@ Rules:
 - Person ↔ project/product: the author and participants with every project/product the document names
   (from the graph) contribute 1.0 (reason ``works_on``) — available once the graph has the document.
 - Pairs are unordered: stored as (min, max) so A↔B and B↔A are one edge.
-- Decay: a contribution made at ``t`` is worth ``w * 0.5 ** ((now - t) / half_life)``. Edges store
-  the decayed weight AT ``last_seen``; ``decayed`` brings it to any later instant.
+- Decay (``services.decay``): a contribution made at ``t`` is worth ``w * 0.5 ** ((now - t) / half_life)``.
+  Edges store the decayed weight AT ``last_seen``; ``services.decay.decayed`` brings it to any later instant.
 """
 
 from __future__ import annotations
@@ -20,20 +20,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from itertools import combinations
 
-HALF_LIFE_DAYS = 90.0
+from services.decay import HALF_LIFE_DAYS, decay_factor
+
 MAX_PEOPLE = 50
 THREAD_WINDOW = 10
 THREAD_HORIZON = timedelta(days=7)
 THREAD_WEIGHT = 0.5
-
-
-def decay_factor(age: timedelta, half_life_days: float = HALF_LIFE_DAYS) -> float:
-    days = max(age.total_seconds(), 0.0) / 86400.0
-    return float(0.5 ** (days / half_life_days))
-
-
-def decayed(weight_at_last: float, last_seen: datetime, now: datetime, half_life_days: float = HALF_LIFE_DAYS) -> float:
-    return weight_at_last * decay_factor(now - last_seen, half_life_days)
 
 
 def aggregate(

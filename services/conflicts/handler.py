@@ -27,19 +27,18 @@ from services.conflicts import repository as repo
 from services.conflicts.resolution import (
     KeyOwner,
     SlotFact,
-    entity_uuid,
-    fact_uuid,
     find_reusable,
     name_similarity,
-    normalize_name,
     plan_merges,
     resolve_exclusive,
     target_key,
 )
 from services.errors import InvalidPayloadError
+from services.ids import entity_uuid, fact_uuid
 from services.ids import person_id as person_uuid
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.names import normalize_name
 from services.people import resolve_keys as resolve_person_keys
 from services.taxonomy.registry import LITERAL, Registry
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import asyncpg
 
-from services.conflicts.resolution import SlotFact, SlotUpdate, normalize_name, target_key
+from services.conflicts.resolution import SlotFact, SlotUpdate, target_key
 from services.db import processed
+from services.names import normalize_name
 
 STAGE = "conflicts"
 

@@ -24,37 +24,15 @@ Rules:
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from extractor.names import ORG_SUFFIXES
+from services.names import normalize_name
 
-NAMESPACE = uuid.UUID("1d6e9a0c-58f4-4f0b-9a4e-3c2b8e7d6f21")
 STRONG_NAMESPACES = frozenset({"email", "platform_user"})
 PROPOSAL_THRESHOLD = 0.85
-_PUNCT = re.compile(r"[^\w\s@.:+-]|(?<!\w)[.:+-]|[.:+-](?!\w)")
-
-
-def normalize_name(name: str, entity_type: str = "") -> str:
-    """Case-folded, punctuation-free, single-spaced name; organizations lose a trailing suffix."""
-    text = _PUNCT.sub(" ", name.casefold())
-    tokens = text.split()
-    if entity_type == "organization":
-        while len(tokens) > 1 and tokens[-1] in ORG_SUFFIXES:
-            tokens.pop()
-    return " ".join(tokens)
-
-
-def entity_uuid(workspace: str, entity_type: str, norm_name: str) -> uuid.UUID:
-    return uuid.uuid5(NAMESPACE, f"entity:{workspace}:{entity_type}:{norm_name}")
-
-
-def meeting_uuid(document_id: uuid.UUID) -> uuid.UUID:
-    """The meeting entity a meeting transcript document describes."""
-    return uuid.uuid5(NAMESPACE, f"meeting:{document_id}")
 
 
 def target_key(object_id: uuid.UUID | None, value: str | None) -> str:
@@ -62,14 +40,6 @@ def target_key(object_id: uuid.UUID | None, value: str | None) -> str:
     if object_id is not None:
         return f"e:{object_id}"
     return "v:" + " ".join((value or "").split()).casefold()
-
-
-def fact_uuid(
-    workspace: str, subject: uuid.UUID, predicate: str, target: str, valid_from: datetime, generation: int = 0
-) -> uuid.UUID:
-    return uuid.uuid5(
-        NAMESPACE, f"fact:{workspace}:{subject}:{predicate}:{target}:{valid_from.isoformat()}:{generation}"
-    )
 
 
 @dataclass(frozen=True, slots=True)

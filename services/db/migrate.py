@@ -68,6 +68,10 @@ async def migrate(dsn: str, schema: str) -> list[Migration]:
     try:
         await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+        # trigram similarity for name resolution where the server ships it (the embedded Postgres 18 does);
+        # optional on user DSNs, so its absence is not an error
+        if await conn.fetchval("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'"):
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public")
         await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
         await conn.execute(
             f"CREATE TABLE IF NOT EXISTS {quote_ident(schema)}.schema_migrations ("

@@ -45,6 +45,7 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
             keep=args.keep,
             reuse=args.reuse,
             progress=progress,
+            loader_context=args.loader_context,
         )
     print(result.table())
     failures = []
@@ -98,6 +99,13 @@ def add_eval_commands(sub: Any) -> None:
     e.add_argument("--out", help="folder for predictions and reports")
     e.add_argument("--keep", action="store_true", help="keep the isolated schema and topics (prints the run tag)")
     e.add_argument("--reuse", help="query a kept run (its tag) again without re-ingesting")
+    e.add_argument(
+        "--loader-context",
+        default="turn",
+        choices=["turn", "speaker", "speaker_prev"],
+        help="turn (default) = the connector protocol, each message alone; speaker / speaker_prev = the loader "
+        "rewrites chat text itself: an UPPER BOUND, not what a connector sends",
+    )
     e.add_argument("--min-recall", type=float, help="fail unless the full arm's recall@10 reaches this")
     e.add_argument(
         "--beat-baselines", action="store_true", help="fail unless full's recall@10 beats the lexical and dense arms"

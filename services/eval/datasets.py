@@ -29,17 +29,19 @@ Deterministic mapping of an event to a ``ChangeEnvelope`` (rules, all tested):
 - ``meta.participants`` / ``meta.attendees`` / ``meta.reviewers`` → participants with roles
   participant / attendee / reviewer (same parsing as the author, at most 1,000).
 - title: ``meta.title`` or ``meta.subject``; for pull requests and tickets the first text line.
-- text: chat turns (kind ``message`` with an author) follow ``context``: ``"turn"`` = the text,
-  ``"speaker"`` = ``"Speaker: text"``, ``"speaker_prev"`` (default) = the previous turn of the same
-  thread as ``"Speaker: text"`` on its own line (only if it is at most ``PREV_TURN_WINDOW`` = 24 h
-  older, so a quiet channel does not glue unrelated posts together), then
+- text: by default (``context="turn"``) the message alone, exactly as a chat connector sends it (text,
+  author, ``event_time``, ``thread_external_id``, participants, ACL): the service builds the reader's context
+  itself at ingest (``ingest/context.py``). The loader's own rewriting is kept only as an explicit upper
+  bound (``orgmem eval live --loader-context``), never the headline figure: chat turns (kind ``message``
+  with an author) then follow ``context``: ``"speaker"`` = ``"Speaker: text"``, ``"speaker_prev"`` = the
+  previous turn of the same thread as ``"Speaker: text"`` on its own line (only if it is at most
+  ``PREV_TURN_WINDOW`` = 24 h older, so a quiet channel does not glue unrelated posts together), then
   ``"[8 May 2023] Speaker: text"``. The previous turn is the one before it in file order. Other
   kinds keep their text. ``LoadedEvent.raw`` keeps the untouched event.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping
@@ -67,6 +69,8 @@ DEFAULT_TIME_OFFSETS: dict[str, timedelta] = {"herb": timedelta(weeks=-156)}
 MAX_PARTICIPANTS = 1000
 PREV_TURN_WINDOW = timedelta(hours=24)
 Context = Literal["turn", "speaker", "speaker_prev"]
+CONTEXTS: tuple[Context, ...] = ("turn", "speaker", "speaker_prev")
+"""``turn`` (the default) is the connector protocol; the others are loader rewrites (upper bounds only)."""
 OnFuture = Literal["error", "skip", "clamp"]
 
 KIND_MAP: dict[str, DocumentKind] = {
@@ -240,7 +244,7 @@ def iter_loaded(
     path: str | Path,
     *,
     workspace: str,
-    context: Context = "speaker_prev",
+    context: Context = "turn",
     limit: int | None = None,
     people: Mapping[str, str] | None = None,
     synthetic_emails: bool = False,
@@ -435,9 +439,3 @@ def hierarchy_from_spec(dataset: str, spec: HierarchySpec) -> dict[str, dict[str
             "name": name,
         }
     return {"groups": groups}
-
-
-def write_hierarchy(path: str | Path, dataset: str = DEMO_DATASET, spec: HierarchySpec | None = None) -> None:
-    """Regenerate ``deploy/demo/org_hierarchy.json`` (defaults: the demo data set)."""
-    data = hierarchy_from_spec(dataset, DEMO_HIERARCHY_SPEC if spec is None else spec)
-    Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from services.errors import InvalidPayloadError
+from services.viewer import Viewer
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 UserPrincipal = Annotated[str, StringConstraints(pattern=rf"^user:{_UUID}$")]
@@ -61,8 +62,9 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
 
-class Viewer(_Model):
-    """Who asks. ``principals()`` is what the leak check compares with each id's principals."""
+class GoldViewer(_Model):
+    """Who asks, as a gold file spells it. ``principals()`` is what the leak check compares with each id's
+    principals; ``viewer()`` is the ``services.viewer.Viewer`` a live run asks as."""
 
     principal_id: UserPrincipal | None = None
     groups: tuple[GroupPrincipal, ...] = ()
@@ -76,6 +78,9 @@ class Viewer(_Model):
         own = {self.principal_id.lower()} if self.principal_id else set()
         return frozenset(own | set(self.groups))
 
+    def viewer(self) -> Viewer:
+        return Viewer(principal_id=self.principal_id, groups=self.groups)
+
 
 class GoldQuery(_Model):
     """One gold query. An empty expected list means "nothing relevant exists for this viewer"."""
@@ -83,7 +88,7 @@ class GoldQuery(_Model):
     qid: Annotated[str, StringConstraints(min_length=1, max_length=256)]
     query: Annotated[str, StringConstraints(min_length=1)]
     category: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "uncategorized"
-    viewer: Viewer = Field(default_factory=Viewer)
+    viewer: GoldViewer = Field(default_factory=GoldViewer)
     mode: RetrieveMode | None = None
     subjects: tuple[str, ...] | None = None
     as_of: datetime | None = None

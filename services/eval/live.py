@@ -19,16 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from schemas.tools import RetrieveContextRequest
-from services.api.auth import Viewer
 from services.db.migrate import migrate
-from services.eval.datasets import any_visible, event_visibility, iter_envelopes, iter_queries
+from services.eval.datasets import Context, any_visible, event_visibility, iter_envelopes, iter_queries
 from services.eval.gold import GoldQuery, Prediction, write_predictions
 from services.eval.metrics import Report, compare_table, score
-from services.kafka.lag import group_lag
 from services.kafka.topics import ensure_topics
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
+from services.stages import stage_lag
 
 ARMS = ("lexical", "dense", "hybrid", "full")
 Progress = Callable[[str, int, int], None]
@@ -42,12 +41,13 @@ class LiveResult:
     ingest_seconds: float
     query_seconds: dict[str, float] = field(default_factory=dict)
     out_dir: Path | None = None
+    protocol: str = "connector"
 
     def table(self) -> str:
         timing = ", ".join(f"{a} {s:.1f}s" for a, s in self.query_seconds.items())
         return (
             compare_table(self.reports) + f"\n\nevents {self.events}, queries {self.queries}; ingest+embed wall"
-            f" {self.ingest_seconds:.1f}s; query wall per arm: {timing}"
+            f" {self.ingest_seconds:.1f}s; query wall per arm: {timing}; protocol: {self.protocol}"
         )
 
 
@@ -67,8 +67,8 @@ def eval_settings(base: Settings, *, tag: str, embedder: str, dataset: Path) -> 
 
 
 async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
-    ingest = await group_lag(settings, "ingest")
-    embed = await group_lag(settings, "embed")
+    ingest = await stage_lag(settings, "ingest")
+    embed = await stage_lag(settings, "embed")
     return ingest.lag == 0 and embed.lag == 0 and ingest.committed >= produced, ingest.committed
 
 
@@ -83,8 +83,7 @@ async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: 
         mode=q.mode or "vector_first",
         about=names[0] if names else None,
     )
-    viewer = Viewer(principal_id=q.viewer.principal_id, groups=tuple(q.viewer.groups), roles=frozenset())
-    resp = await service.retrieve_context(req, viewer)
+    resp = await service.retrieve_context(req, q.viewer.viewer())
     ids = list(dict.fromkeys(p.external_id for p in resp.passages))
     scores: dict[str, float] = {}
     for p in resp.passages:
@@ -106,9 +105,13 @@ async def run_live(
     reuse: str | None = None,
     concurrency: int = 4,
     progress: Progress | None = None,
+    loader_context: Context = "turn",
 ) -> LiveResult:
     """``keep`` leaves the isolated schema/topics in place (the run's tag is printed); ``reuse=<tag>``
-    queries such a kept run again without re-ingesting (same data, e.g. after a ranking change)."""
+    queries such a kept run again without re-ingesting (same data, e.g. after a ranking change).
+
+    ``loader_context="turn"`` (default) sends each message alone, as a connector does; ``speaker`` /
+    ``speaker_prev`` make the loader rewrite chat text itself (an upper bound, not what users get)."""
     from retriever.wiring import get_service
 
     tag = reuse or uuid.uuid4().hex[:8]
@@ -125,7 +128,7 @@ async def run_live(
         if reuse:
             produced = sum(1 for _ in iter_envelopes(dataset, workspace=workspace, limit=limit_events))
         else:
-            produced = await _load(settings, dataset, workspace, limit_events, progress)
+            produced = await _load(settings, dataset, workspace, limit_events, progress, loader_context)
         ingest_seconds = time.perf_counter() - began
         return await _query_all(
             get_service(rt),
@@ -141,6 +144,7 @@ async def run_live(
             embedder,
             concurrency,
             progress,
+            "connector" if loader_context == "turn" else f"loader-context {loader_context} (upper bound)",
         )
     finally:
         await stop_runtime(rt)
@@ -149,13 +153,18 @@ async def run_live(
 
 
 async def _load(
-    settings: Settings, dataset: Path, workspace: str, limit_events: int | None, progress: Progress | None
+    settings: Settings,
+    dataset: Path,
+    workspace: str,
+    limit_events: int | None,
+    progress: Progress | None,
+    loader_context: Context = "turn",
 ) -> int:
     """Produce the dataset's envelopes and wait until ingest and embed have drained them."""
     produced = 0
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as prod:
         batch = []
-        for env in iter_envelopes(dataset, workspace=workspace, limit=limit_events):
+        for env in iter_envelopes(dataset, workspace=workspace, limit=limit_events, context=loader_context):
             batch.append(env)
             if len(batch) == 1000:
                 produced += len(await prod.send_many(batch))
@@ -184,12 +193,13 @@ async def _query_all(
     embedder: str,
     concurrency: int,
     progress: Progress | None,
+    protocol: str = "connector",
 ) -> LiveResult:
     """Every gold query as its viewer, once per arm, scored with the leak check."""
     queries = list(iter_queries(dataset, limit=limit_queries))
     visibility = any_visible(event_visibility(dataset, limit=limit_events))
     sem = asyncio.Semaphore(concurrency)
-    result = LiveResult({}, produced, len(queries), ingest_seconds, out_dir=out_dir)
+    result = LiveResult({}, produced, len(queries), ingest_seconds, out_dir=out_dir, protocol=protocol)
     for arm in arms:
         finished = 0
 
@@ -217,6 +227,7 @@ async def _query_all(
             "events": produced,
             "queries": len(queries),
             "embedder": embedder,
+            "protocol": protocol,
             "ingest_seconds": ingest_seconds,
             "query_seconds": result.query_seconds,
         }

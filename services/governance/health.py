@@ -20,7 +20,6 @@ from aiokafka.structs import TopicPartition
 
 from services.governance import budgets, retention
 from services.health import readiness
-from services.kafka.lag import STAGE_TOPICS
 from services.kafka.records import stop_consumer, topic_partitions
 from services.kafka.topics import dlq_topic
 from services.objectstore.port import ObjectStore
@@ -72,7 +71,8 @@ async def _oldest_age_s(bootstrap: str, pending: dict[TopicPartition, int]) -> f
         await stop_consumer(reader)
 
 
-async def stage_health(settings: Settings, pool: asyncpg.Pool, stages: list[str]) -> list[dict[str, Any]]:
+async def stage_health(settings: Settings, pool: asyncpg.Pool, stages: dict[str, str]) -> list[dict[str, Any]]:
+    """``stages``: stage name -> its logical input topic (the stage catalogue)."""
     async with pool.acquire() as conn:
         rates = {
             r["stage"]: int(r["n"])
@@ -88,8 +88,8 @@ async def stage_health(settings: Settings, pool: asyncpg.Pool, stages: list[str]
     await consumer.start()
     out: list[dict[str, Any]] = []
     try:
-        for stage in stages:
-            topic, group = settings.topic(STAGE_TOPICS[stage]), settings.group(stage)
+        for stage, logical in stages.items():
+            topic, group = settings.topic(logical), settings.group(stage)
             row: dict[str, Any] = {
                 "stage": stage,
                 "group": group,
@@ -144,13 +144,12 @@ def fold_status(
 
 
 async def admin_health(
-    settings: Settings, pool: asyncpg.Pool, store: ObjectStore, stages: list[str] | None = None
+    settings: Settings, pool: asyncpg.Pool, store: ObjectStore, stages: dict[str, str]
 ) -> dict[str, Any]:
     checks = await readiness(pool, store, settings.kafka_bootstrap_servers)
     infra = [{"name": c.name, "ok": c.ok, "detail": c.detail, "latency_ms": round(c.latency_ms, 1)} for c in checks]
     db_ok = all(c.ok for c in checks if c.name == "postgres")
     kafka_ok = all(c.ok for c in checks if c.name == "kafka")
-    names = stages or list(STAGE_TOPICS)
     stage_rows: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []
@@ -187,7 +186,7 @@ async def admin_health(
                     }
                 )
         if kafka_ok:
-            stage_rows = await asyncio.wait_for(stage_health(settings, pool, names), 30)
+            stage_rows = await asyncio.wait_for(stage_health(settings, pool, stages), 30)
     status, reasons = fold_status(infra, stage_rows, alerts, warnings)
     return {
         "status": status,

@@ -3,7 +3,7 @@
 A purge physically removes expired (``max_age_days`` past their event time) and long-tombstoned
 (``purge_tombstoned_after_days`` past their tombstone) documents in bounded batches. One transaction
 per batch removes the rows — evidence links (facts left without evidence are retracted), entity
-evidence, collaboration contributions (the edges they fed are recomputed), participants, chunks
+evidence, collaboration contributions (``hooks``: the edges they fed are recomputed), participants, chunks
 (text and vectors), versions, ACL history, the document — records it as purged, queues the
 document's archived envelope lines, and writes one ``retention_audit`` row (who, which policy,
 counts). After the commit the queued lines are blanked in their batch objects (an object whose
@@ -17,13 +17,12 @@ import json
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
-from services.collaboration import repository as collab
-from services.collaboration.weights import HALF_LIFE_DAYS
 from services.governance import purged
 from services.governance.holds import HELD_BY
 from services.objectstore.port import ObjectStore
@@ -190,7 +189,6 @@ async def _referencing(conn: asyncpg.Connection, table: str) -> list[tuple[str, 
 KNOWN = {
     "fact_evidence",
     "entity_evidence",
-    "collab_contributions",
     "chunks",
     "document_versions",
     "acl_history",
@@ -198,7 +196,13 @@ KNOWN = {
 }
 
 
-async def _purge_rows(conn: asyncpg.Connection, ids: list[uuid.UUID]) -> dict[str, int]:
+PurgeHook = Callable[[asyncpg.Connection, list[uuid.UUID]], Awaitable[None]]
+"""Runs inside a purge transaction before the rows go (the top floor passes the stages' own cleanups)."""
+
+
+async def _purge_rows(
+    conn: asyncpg.Connection, ids: list[uuid.UUID], hooks: Sequence[PurgeHook] = ()
+) -> dict[str, int]:
     """Remove every row of these documents (inside the caller's transaction); returns the counts."""
     counts: dict[str, int] = {}
     blob_keys = await conn.fetch(
@@ -229,9 +233,8 @@ async def _purge_rows(conn: asyncpg.Connection, ids: list[uuid.UUID]) -> dict[st
         )
     )
     await conn.execute("DELETE FROM entity_evidence WHERE document_id = ANY($1::uuid[])", ids)
-    # Collaboration: drop the documents' contributions and recompute the edges they touched.
-    pairs = await collab.replace_contributions(conn, ids, [])
-    await collab.refresh_edges(conn, pairs, HALF_LIFE_DAYS)
+    for hook in hooks:  # stages that derive their own rows from documents (collaboration edges)
+        await hook(conn, ids)
     # A document's own entity row (id = document id) keeps no name once its document is gone.
     await conn.execute("DELETE FROM entity_aliases WHERE entity_id = ANY($1::uuid[])", ids)
     await conn.execute(
@@ -270,6 +273,7 @@ async def run_retention(
     workspace: str | None = None,
     batch_size: int = DEFAULT_BATCH,
     max_batches: int = MAX_BATCHES,
+    hooks: Sequence[PurgeHook] = (),
 ) -> RetentionReport:
     """Select what the policies make due (holds excluded); with ``apply`` purge it batch by batch."""
     report = RetentionReport(run_id=uuid.uuid4(), applied=apply)
@@ -296,7 +300,7 @@ async def run_retention(
                 if not batch.document_ids:
                     continue
                 await purged.remember(conn, batch.document_ids, report.run_id)
-                batch.counts = await _purge_rows(conn, batch.document_ids)
+                batch.counts = await _purge_rows(conn, batch.document_ids, hooks)
                 await conn.execute(
                     "INSERT INTO retention_audit (run_id, actor, workspace, policy, reason, documents, chunks,"
                     " versions, evidence_links, facts_retracted, blobs, document_ids)"

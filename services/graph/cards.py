@@ -2,28 +2,28 @@
 
 A card exists for a viewer only when the entity itself is visible (``temporal.entity_acl_sql``).
 Collaborators are aggregated from the collaboration contributions of documents the viewer can see,
-with the same exponential decay as the collaboration stage, so a private thread never shows up.
+with the same exponential decay as the collaboration stage (``services.decay``), so a private thread never shows up.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from schemas.graph import Collaborator, EntityBrief, EntityCard, PersonCard
-from services.collaboration.weights import HALF_LIFE_DAYS
+from services.decay import HALF_LIFE_DAYS, decay_sql
 from services.graph.reads import current_ids, query_facts
 from services.graph.temporal import Params, entity_acl_sql
+from services.viewer import Principals
 
 FACT_LIMIT = 100
 
 
 async def _visible_entity(
-    conn: asyncpg.Connection, workspace: str, viewer: Sequence[str], entity_id: uuid.UUID
+    conn: asyncpg.Connection, workspace: str, viewer: Principals, entity_id: uuid.UUID
 ) -> asyncpg.Record | None:
     if not viewer:
         return None
@@ -42,7 +42,7 @@ async def entity_card(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     entity_id: uuid.UUID,
     as_of: datetime | None = None,
     believed_as_of: datetime | None = None,
@@ -73,7 +73,7 @@ async def entity_card(
 
 
 async def collaborators(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], person: uuid.UUID, limit: int = 10
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, person: uuid.UUID, limit: int = 10
 ) -> list[Collaborator]:
     """Top collaborators by decayed weight over contributions of documents visible to the viewer."""
     if not viewer:
@@ -85,7 +85,7 @@ async def collaborators(
         " 'person'"
         " AND d.deleted_at IS NULL AND d.principals && $3::text[])"
         " SELECT c.other, e.name, count(*) AS n, max(c.event_time) AS last_seen,"
-        " sum(c.weight * power(0.5, extract(epoch FROM now() - c.event_time) / 86400.0 / $4)) AS w"
+        f" sum({decay_sql('c.weight', 'now()', 'c.event_time', '$4')}) AS w"
         " FROM c JOIN entities e ON e.id = c.other GROUP BY c.other, e.name ORDER BY w DESC, c.other LIMIT"
         " $5",
         workspace,
@@ -109,7 +109,7 @@ async def person_card(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     person_id: uuid.UUID,
     as_of: datetime | None = None,
     believed_as_of: datetime | None = None,

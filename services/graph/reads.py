@@ -14,8 +14,9 @@ from typing import Any
 import asyncpg
 
 from schemas.graph import EntityBrief, EntityMatch, Fact, FactChange, FactDiff, FactEvidence, Path, PathStep
-from services.conflicts.resolution import normalize_name
 from services.graph.temporal import Params, entity_acl_sql, fact_acl_sql, temporal_sql
+from services.names import normalize_name
+from services.viewer import Principals
 
 DEFAULT_EXCLUDED = ("mentioned",)
 """Predicates path walks skip unless asked for: low-confidence catch-all links would flood the budget."""
@@ -63,7 +64,7 @@ async def resolve_entities(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     name: str,
     types: Sequence[str] | None = None,
     limit: int = 5,
@@ -92,11 +93,24 @@ async def resolve_entities(
     return [EntityMatch(type=r["type"], id=r["id"], name=r["name"], score=float(r["score"])) for r in rows]
 
 
+ABOUT_CANDIDATES = 5
+ABOUT_EXACT_SCORE = 0.95
+
+
+async def resolve_about(
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, about: str
+) -> list[EntityMatch]:
+    """The one rule turning an ``about`` name into graph seeds (HTTP graph tools and ``retrieve_context``):
+    every visible exact-name or alias match (score >= 0.95), else the single best prefix match."""
+    found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_CANDIDATES)
+    return [m for m in found if m.score >= ABOUT_EXACT_SCORE] or found[:1]
+
+
 async def query_facts(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     subjects: Sequence[tuple[str, uuid.UUID]],
     as_of: datetime | None = None,
     believed_as_of: datetime | None = None,
@@ -125,7 +139,7 @@ async def diff_facts(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     subjects: Sequence[tuple[str, uuid.UUID]],
     from_time: datetime,
     to_time: datetime,
@@ -189,7 +203,7 @@ async def query_paths(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     seeds: Sequence[tuple[str, uuid.UUID]],
     max_depth: int = 2,
     max_fanout: int = 20,
@@ -258,7 +272,7 @@ async def relational_evidence(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     predicate: str,
     seed: str,
     direction: str,

@@ -10,15 +10,6 @@ from aiokafka.admin import AIOKafkaAdminClient
 from services.kafka.records import stop_consumer, topic_partitions
 from services.settings import Settings
 
-STAGE_TOPICS: dict[str, str] = {
-    "ingest": "envelopes",
-    "embed": "chunks",
-    "extract": "documents",
-    "collab": "documents",
-    "conflicts": "graph",
-    "retrieve": "rpc.retrieve",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class Lag:
@@ -33,8 +24,9 @@ class Lag:
         return max(0, self.end - self.committed)
 
 
-async def group_lag(settings: Settings, stage: str, *, group: str | None = None) -> Lag:
-    topic = settings.topic(STAGE_TOPICS[stage])
+async def group_lag(settings: Settings, stage: str, logical_topic: str, *, group: str | None = None) -> Lag:
+    """Lag of ``stage``'s group (or ``group``) on its input ``logical_topic`` (``services.stages.stage_lag``)."""
+    topic = settings.topic(logical_topic)
     group = group or settings.group(stage)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers, request_timeout_ms=10_000)
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, enable_auto_commit=False)

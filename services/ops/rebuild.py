@@ -22,13 +22,10 @@ import asyncpg
 from services import generations
 from services.db.migrate import migrate
 from services.governance.carryover import carry_over
-from services.kafka.lag import group_lag
 from services.kafka.topics import ensure_topics
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
-from services.stages import available_stages
-
-WRITE_STAGES = ("ingest", "embed", "extract", "conflicts", "collab")
+from services.stages import projection_stages, stage_lag
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +41,7 @@ async def total_lag(settings: Settings, stages: list[str]) -> tuple[int, int]:
     lag = 0
     committed = 0
     for stage in stages:
-        lg = await group_lag(settings, stage)
+        lg = await stage_lag(settings, stage)
         lag += lg.lag
         if stage == "ingest":
             committed = lg.committed
@@ -78,7 +75,7 @@ async def rebuild(
     live = (await generations.resolve(base)).db_schema
     await _carry(base, live, target.db_schema, final=False)  # holds and the purged registry apply now
     await ensure_topics(target)
-    stages = [s for s in WRITE_STAGES if s in available_stages()]
+    stages = projection_stages()
     began = time.perf_counter()
     rt = await start_runtime(target, stages)
     try:

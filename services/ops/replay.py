@@ -10,7 +10,6 @@ the remaining lag.
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,14 +23,8 @@ from services.kafka.topics import dlq_topic
 from services.replaying import REPLAYING
 from services.runtime import build_runtime
 from services.settings import Settings
-
-STAGE_MODULES = {
-    "ingest": "ingest.stage",
-    "embed": "embedder.stage",
-    "extract": "extractor.stage",
-    "conflicts": "services.conflicts.stage",
-    "collab": "services.collaboration.stage",
-}
+from services.stages import STAGES, replayable_stages
+from services.wiring import build_clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +53,14 @@ def parse_from(value: str) -> datetime | None:
 async def replay(
     settings: Settings, stage: str, *, start: datetime | None, batch_size: int = 500, progress: Any = None
 ) -> ReplayResult:
-    if stage not in STAGE_MODULES:
-        raise SystemExit(f"cannot replay {stage!r}; stages: {', '.join(STAGE_MODULES)}")
-    module = importlib.import_module(STAGE_MODULES[stage])
-    rt = await build_runtime(settings)
+    if stage not in replayable_stages():
+        raise SystemExit(f"cannot replay {stage!r}; stages: {', '.join(replayable_stages())}")
+    chosen = STAGES[stage]
+    rt = await build_runtime(settings, build_clients)
     await rt.start()
-    topic = settings.topic(module.TOPIC)
+    topic = chosen.input_topic(settings)
     dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage)
-    handler = module.build_handler(rt, dead_letters)
+    handler = chosen.build_handler(rt, dead_letters)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers,
         group_id=None,

@@ -14,12 +14,23 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from services.collaboration import repository as collab
 from services.db.pool import create_pool
-from services.governance.retention import run_retention
+from services.decay import HALF_LIFE_DAYS
+from services.governance.retention import PurgeHook, run_retention
 from services.objectstore import ObjectStore, build_object_store
 from services.settings import Settings
 
 log = logging.getLogger("orgmem.retention")
+
+
+async def forget_collaboration(conn: Any, ids: list[Any]) -> None:
+    """Drop the purged documents' collaboration contributions and recompute the edges they fed."""
+    pairs = await collab.replace_contributions(conn, ids, [])
+    await collab.refresh_edges(conn, pairs, HALF_LIFE_DAYS)
+
+
+PURGE_HOOKS: tuple[PurgeHook, ...] = (forget_collaboration,)
 
 
 async def cmd_retention(settings: Settings, args: argparse.Namespace) -> int:
@@ -33,6 +44,7 @@ async def cmd_retention(settings: Settings, args: argparse.Namespace) -> int:
             apply=args.apply,
             workspace=args.workspace,
             batch_size=args.batch_size,
+            hooks=PURGE_HOOKS,
         )
     finally:
         await store.close()
@@ -63,7 +75,7 @@ async def periodic_retention(settings: Settings, clients: Callable[[], tuple[Any
         try:
             pool, store = clients()
             report = await run_retention(
-                pool, store, actor="scheduler", apply=True, batch_size=settings.retention_batch_size
+                pool, store, actor="scheduler", apply=True, batch_size=settings.retention_batch_size, hooks=PURGE_HOOKS
             )
             if report.batches or report.held:
                 log.info(

@@ -99,9 +99,10 @@ async def eventually(
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        last = await check()
-        if until(last):
-            return last
+        value = await check()
+        last = value
+        if until(value):
+            return value
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
 

@@ -196,7 +196,7 @@ async def test_health_reports_stages_infrastructure_and_spend_alerts(settings: S
 
 async def _health_stage(client: Any, stage: str) -> dict[str, Any]:
     body = (await client.get("/v1/admin/health", headers=ADMIN)).json()
-    return next(s for s in body["stages"] if s["stage"] == stage)  # type: ignore[no-any-return]
+    return next(s for s in body["stages"] if s["stage"] == stage)
 
 
 async def test_audits_answer_who_saw_a_document_and_who_sent_it(settings: Settings, pipeline: Any) -> None:

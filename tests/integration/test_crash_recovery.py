@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ N = 3000
 
 def _start_ingest(settings: Settings, log: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [os.path.join(os.path.dirname(os.sys.executable), "orgmem"), "run", "ingest"],
+        [os.path.join(os.path.dirname(sys.executable), "orgmem"), "run", "ingest"],
         env=settings_env(settings),
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -119,12 +119,12 @@ async def test_collaboration_edges_count_once_and_follow_deletes(settings: Setti
     # replay the collaboration stage from the beginning: nothing double counts
     replay = settings.model_copy(update={"group_prefix": settings.group_prefix + "replay-"})
     rt2 = await pipeline("collab", settings_override=replay)
-    await eventually(lambda: asyncio.sleep(0, rt2.extras["collab_handler"].documents >= 2))
+    await eventually(lambda: asyncio.sleep(0, rt2.handlers["collab"].documents >= 2))
     await asyncio.sleep(1.0)
     assert await fetchval(settings, "SELECT sum(count) FROM collaboration_edges") == 4
     # a deleted document takes its share with it
     await produce(settings, envelope("T/1", op="delete", principals=[g], event_time=later(6)))
     await eventually(lambda: fetchval(settings, "SELECT sum(count) = 3 FROM collaboration_edges"))
     # the replay group (rt2) may apply the delete first: wait for the live group to see it too
-    await eventually(lambda: asyncio.sleep(0, rt.extras["collab_handler"].documents >= 3))
+    await eventually(lambda: asyncio.sleep(0, rt.handlers["collab"].documents >= 3))
     assert await fetchval(settings, "SELECT sum(count) FROM collaboration_edges") == 3

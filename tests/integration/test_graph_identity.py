@@ -152,7 +152,7 @@ async def test_replaying_extract_does_not_duplicate_facts(settings: Settings, pi
     )
     replay = settings.model_copy(update={"group_prefix": settings.group_prefix + "replay-"})
     rt = await pipeline("extract", settings_override=replay)
-    handler = rt.extras["extract_handler"]
+    handler = rt.handlers["extract"]
     await eventually(lambda: asyncio.sleep(0, handler.stats.documents >= 3))
     await asyncio.sleep(1.5)
     again = await fetch(

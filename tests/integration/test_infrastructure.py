@@ -16,9 +16,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from embedder.repository import ensure_hnsw_index, sql_literal, vector_expr
+from embedder.repository import ensure_hnsw_index
 from services.api.app import create_app
 from services.db.migrate import check_schema, code_version, migrate
+from services.db.vectors import sql_literal, vector_expr
 from services.errors import ObjectStoreError, SchemaVersionError
 from services.objectstore.s3 import S3ObjectStore
 from services.runtime import build_runtime

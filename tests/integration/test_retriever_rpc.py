@@ -11,6 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from retriever.client import OrgMemoryClient, RpcTimeoutError, ToolCallError
+from retriever.handler import RpcHandler
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, produce
@@ -113,7 +114,8 @@ async def test_retriever_restart_requesters_time_out_then_retry_succeeds(
                 {"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups, timeout=15
             )
             assert again.passages[0].external_id == "team-1"
-            handler = retriever.extras["retrieve_handler"]
+            handler = retriever.handlers["retrieve"]
+            assert isinstance(handler, RpcHandler)
             await eventually(lambda: asyncio.sleep(0, handler.expired >= 5), timeout=20)
         finally:
             await stop_runtime(retriever)

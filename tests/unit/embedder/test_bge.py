@@ -18,9 +18,9 @@ from embedder.bge import (
     BGESmallEmbedder,
     default_model_dir,
 )
-from embedder.port import Embedder
 from embedder.providers import build_embedder
 from services.errors import ConfigurationError
+from services.ports import Embedder
 
 QUERIES = [
     "When was the quarterly budget review moved?",

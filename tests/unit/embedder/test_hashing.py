@@ -5,7 +5,7 @@ import math
 import pytest
 
 from embedder.hashing import HashingEmbedder, hash_embed
-from embedder.port import Embedder, EmbedUsage
+from services.ports import Embedder, EmbedUsage
 
 
 def _cos(a: list[float], b: list[float]) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from embedder.minilm import MODEL_ID, MiniLMEmbedder, gelu_erf_, wheel_model_dir
-from embedder.port import Embedder
+from services.ports import Embedder
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "minilm_reference.json"
 

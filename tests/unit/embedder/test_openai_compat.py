@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from embedder.openai_compat import OpenAICompatEmbedder
-from embedder.port import Embedder, EmbedUsage
 from services.errors import TransientError, VendorError, VendorRejectedError
+from services.ports import Embedder, EmbedUsage
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

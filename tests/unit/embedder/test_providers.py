@@ -12,10 +12,10 @@ from embedder.bge import QUERY_INSTRUCTION, BGESmallEmbedder
 from embedder.hashing import HashingEmbedder
 from embedder.minilm import MiniLMEmbedder
 from embedder.openai_compat import OpenAICompatEmbedder
-from embedder.port import Embedder
 from embedder.providers import PROVIDERS, build_embedder
 from services.embedding_config import embedding_config, provider_kwargs
 from services.errors import ConfigurationError
+from services.ports import Embedder
 from services.settings import load_settings
 
 PASSAGE = "Dana moved the quarterly budget review to Friday."

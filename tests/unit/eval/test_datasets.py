@@ -145,8 +145,16 @@ def test_chat_context(chat: Path, context: Any, third: str) -> None:
     assert texts[2] == third
 
 
-def test_speaker_prev_defaults_and_skips_stale_previous_turn(chat: Path) -> None:
+def test_default_is_the_connector_protocol_the_message_alone(chat: Path) -> None:
     loaded = list(iter_loaded(chat, workspace="w", now=NOW))
+    assert [x.envelope.document.text for x in loaded if x.envelope.document] == [x.raw.text for x in loaded]
+    first = loaded[0].envelope
+    assert first.author is not None and first.author.display_name == "Caroline"
+    assert first.document is not None and first.document.thread_external_id == "conv-1/session_1"
+
+
+def test_speaker_prev_skips_stale_previous_turn(chat: Path) -> None:
+    loaded = list(iter_loaded(chat, workspace="w", now=NOW, context="speaker_prev"))
     texts = [x.envelope.document.text for x in loaded if x.envelope.document]
     assert texts[0] == "[8 May 2023] Caroline: Hey Mel!"  # first turn: nothing before it
     assert texts[3] == "[10 May 2023] Melanie: Two days later."  # previous turn > 24 h older

@@ -7,15 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.collaboration.weights import (
-    HALF_LIFE_DAYS,
-    MAX_PEOPLE,
-    aggregate,
-    decay_factor,
-    decayed,
-    document_pairs,
-    pair,
-)
+from services.collaboration.weights import MAX_PEOPLE, aggregate, document_pairs, pair
+from services.decay import HALF_LIFE_DAYS, decay_factor, decayed
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
 

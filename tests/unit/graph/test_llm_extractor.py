@@ -64,7 +64,7 @@ def _link(predicate: str, otype: str) -> dict[str, Any]:
 async def test_registry_bound_links_and_spend() -> None:
     client = FakeClient({"links": [_link("founded", "organization"), _link("invented", "organization")]})
     llm = LlmExtractor(client, model="m", registry=default_registry())
-    links = await llm.extract(FakeConn(), "w", TEXT)  # type: ignore[arg-type]
+    links = await llm.extract(FakeConn(), "w", TEXT)
     assert [(lk.predicate, lk.object.name if lk.object else None) for lk in links] == [
         ("founded", "Analytical Engines Inc")
     ]
@@ -77,7 +77,7 @@ async def test_budget_exhausted_skips_the_vendor() -> None:
     client = FakeClient({"links": []})
     llm = LlmExtractor(client, model="m", registry=default_registry(), daily_token_budget=100)
     conn = FakeConn(spent=100)
-    assert await llm.extract(conn, "w", TEXT) == []  # type: ignore[arg-type]
+    assert await llm.extract(conn, "w", TEXT) == []
     assert client.calls == 0
     [refusal] = conn.executed  # the stop is recorded with its reason
     assert "spend_refusals" in refusal[0] and refusal[2:] == ("w", "m", "extract", "budget_exhausted")
@@ -85,11 +85,11 @@ async def test_budget_exhausted_skips_the_vendor() -> None:
 
 async def test_vendor_errors_map_to_transient_and_permanent() -> None:
     req = httpx.Request("POST", "http://x")
-    down = openai.InternalServerError("boom", response=httpx.Response(503, request=req), body=None)
-    bad = openai.BadRequestError("no", response=httpx.Response(400, request=req), body=None)
+    down = openai.InternalServerError("boom", response=httpx.Response(503, request=req), body=None)  # type: ignore[arg-type]
+    bad = openai.BadRequestError("no", response=httpx.Response(400, request=req), body=None)  # type: ignore[arg-type]
     with pytest.raises(VendorError):
-        await LlmExtractor(FakeClient(down), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)  # type: ignore[arg-type]
+        await LlmExtractor(FakeClient(down), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)
     with pytest.raises(VendorRejectedError):
-        await LlmExtractor(FakeClient(bad), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)  # type: ignore[arg-type]
+        await LlmExtractor(FakeClient(bad), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)
     garbled = FakeClient({"nope": 1})
-    assert await LlmExtractor(garbled, model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT) == []  # type: ignore[arg-type]
+    assert await LlmExtractor(garbled, model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT) == []

@@ -8,14 +8,13 @@ from datetime import UTC, datetime, timedelta
 from services.conflicts.resolution import (
     KeyOwner,
     SlotFact,
-    entity_uuid,
-    fact_uuid,
     find_reusable,
     name_similarity,
-    normalize_name,
     plan_merges,
     resolve_exclusive,
 )
+from services.ids import entity_uuid, fact_uuid
+from services.names import normalize_name
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -34,7 +34,8 @@ def test_host_timestamps_win_over_the_planner() -> None:
         None,
         "year",
     )
-    assert plan_dict(axes)["source"] == "host"
+    plan = plan_dict(axes)
+    assert plan is not None and plan["source"] == "host"
 
 
 def test_point_plan_sets_as_of_and_host_grain_wins() -> None:
@@ -73,7 +74,8 @@ def test_range_plan_bounds_passages_unless_host_filters_given() -> None:
 def test_ambiguous_plan_filters_nothing_and_reports_ambiguity() -> None:
     axes = resolve_time("budget in March", PassageFilters(), as_of=None, believed_as_of=None, grain=None, now=NOW)
     assert axes.as_of is None and axes.date_from is None and axes.diff_range is None
-    assert plan_dict(axes)["ambiguities"]
+    plan = plan_dict(axes)
+    assert plan is not None and plan["ambiguities"]
 
 
 def test_no_temporal_words_means_no_plan() -> None:
@@ -134,10 +136,10 @@ def test_request_limits_are_clamped_and_grain_validated() -> None:
     assert (req.limit, req.max_tokens) == (50, 100_000)
     assert RetrieveContextRequest(query="x", limit=0).limit == 1
     with pytest.raises(ValidationError, match="as_of_grain"):
-        RetrieveContextRequest(query="x", as_of_grain="week")  # type: ignore[arg-type]
+        RetrieveContextRequest(query="x", as_of_grain="week")
     with pytest.raises(ValidationError, match="query"):
         RetrieveContextRequest(query="x" * 2001)
     with pytest.raises(ValidationError, match="mode"):
-        RetrieveContextRequest(query="x", mode="graph_only")  # type: ignore[arg-type]
+        RetrieveContextRequest(query="x", mode="graph_only")
     naive = RetrieveContextRequest(query="x", as_of=datetime(2024, 1, 1))
     assert naive.as_of is not None and naive.as_of.tzinfo is UTC

@@ -1,4 +1,11 @@
-"""The embedding port: what the embedder stage needs from any provider.
+"""The ports of the clients a process's ``Runtime`` holds: the embedding provider, the reranker, the
+synthesizer and the LLM extractor. Adapters live with their stage (``embedder/``, ``retriever/vendors.py``,
+``extractor/llm.py``); the top floor (``services/wiring.py``) builds them once per runtime, and
+``Runtime.close`` closes them.
+
+The embedding port
+==================
+What the embedder stage needs from any provider, and the query embedding the retriever uses.
 
 Contract
 --------
@@ -38,6 +45,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import asyncpg
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,49 +105,28 @@ class Embedder(Protocol):
         ...
 
 
-class UsageMeter:
-    """Small helper providers use to keep ``last_usage`` and ``total_usage`` consistent."""
+class Reranker(Protocol):
+    """A cross-encoder: ``(index, score)`` of the best texts for ``query``."""
 
-    __slots__ = ("last", "total")
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]: ...
 
-    def __init__(self, model: str) -> None:
-        self.last = EmbedUsage(model)
-        self.total = EmbedUsage(model)
-
-    def record(self, calls: int, tokens: int) -> None:
-        self.last = EmbedUsage(self.total.model, calls, tokens)
-        self.total = self.total + self.last
+    async def aclose(self) -> None: ...
 
 
-class MeteredEmbedder:
-    """What every provider shares: ``max_batch``, the spend meter behind ``last_usage`` /
-    ``total_usage``, queries embedded exactly like passages, and a no-op ``aclose``.
+class Synthesizer(Protocol):
+    """An answer written from numbered passages (the caller degrades to a citation list on failure)."""
 
-    Subclasses set ``self._max_batch`` and ``self._meter`` in ``__init__`` and implement ``embed``;
-    a model with a query instruction overrides ``embed_queries``, one holding clients ``aclose``.
-    """
+    async def synthesize(self, query: str, passages: Sequence[str]) -> str: ...
 
-    _max_batch: int
-    _meter: UsageMeter
+    async def aclose(self) -> None: ...
 
-    @property
-    def max_batch(self) -> int:
-        return self._max_batch
 
-    @property
-    def last_usage(self) -> EmbedUsage:
-        return self._meter.last
+class LlmExtraction(Protocol):
+    """The LLM extraction client (``extractor.llm.LlmExtractor``): what the runtime needs to hold and
+    close it. The extractor stage uses it through its own ``LinkSource`` port."""
 
-    @property
-    def total_usage(self) -> EmbedUsage:
-        return self._meter.total
+    async def extract(self, conn: asyncpg.Connection, workspace: str, text: str) -> Sequence[object]: ...
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        raise NotImplementedError
+    def take_spend(self) -> list[tuple[object, ...]]: ...
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        """Queries are embedded exactly like passages (no query instruction)."""
-        return await self.embed(texts)
-
-    async def aclose(self) -> None:
-        return None
+    async def aclose(self) -> None: ...

@@ -1,4 +1,4 @@
-"""HTTP routes of the retriever: ``POST /tools/retrieve_context`` and ``POST /tools/search_knowledge_base``.
+"""HTTP routes of the retriever's tools: ``POST /tools/retrieve_context`` and ``POST /tools/search_knowledge_base``.
 
 Thin: authenticate (``require_viewer``), validate (pydantic; 422 names the field), call the service,
 map errors (invalid request 422, vendor failure 502, database unavailable 503).
@@ -19,8 +19,9 @@ from schemas.tools import (
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
-from services.api.auth import Viewer, require_viewer
+from services.api.auth import require_viewer
 from services.errors import OrgMemoryError
+from services.viewer import Viewer
 
 router = APIRouter(prefix="/tools", tags=["tools"])
 

@@ -1,4 +1,5 @@
-"""Name-shape rules shared by the pattern and mention extractors.
+"""Name rules: the shape of a captured name (pattern and mention extractors) and the normalized
+name entities are deduplicated on (conflicts stage, graph reads).
 
 Rules:
 - A name is 1–5 capitalized tokens, each ``[A-Z]`` plus at most 40 of ``[\\w&'-]`` (a ``.`` only
@@ -10,6 +11,8 @@ Rules:
   stopword tokens ("The", "Yesterday", "Thanks" …); a name that reduces to nothing, to a single
   character, or to digits is rejected (precision first: better to miss an entity than to
   create "The" or "Monday").
+- ``normalize_name`` casefolds, drops punctuation and collapses blanks; organizations also drop a
+  trailing legal suffix ("Acme Inc." = "acme"). It is the entity dedup key.
 """
 
 from __future__ import annotations
@@ -135,3 +138,16 @@ def sentence_initial(text: str, start: int) -> bool:
         i -= 1
         steps += 1
     return i < 0 or text[i] in '.!?:;\n"“(*•>-|]#'
+
+
+_NORM_PUNCT = re.compile(r"[^\w\s@.:+-]|(?<!\w)[.:+-]|[.:+-](?!\w)")
+
+
+def normalize_name(name: str, entity_type: str = "") -> str:
+    """Case-folded, punctuation-free, single-spaced name; organizations lose a trailing suffix."""
+    text = _NORM_PUNCT.sub(" ", name.casefold())
+    tokens = text.split()
+    if entity_type == "organization":
+        while len(tokens) > 1 and tokens[-1] in ORG_SUFFIXES:
+            tokens.pop()
+    return " ".join(tokens)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.scope import Group, OrgHierarchy
+from services.hierarchy import Group, OrgHierarchy
 
 CONFIG = {
     "groups": {

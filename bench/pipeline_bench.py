@@ -1,0 +1,147 @@
+"""The embed stage inside the whole pipeline vs its model alone, on the same texts, in the same run.
+
+    .venv/bin/python bench/pipeline_bench.py [--provider local] [--events 1000] [--runs 1]
+        [--dataset ../shared/data/locomo] [--stages all]
+
+What a new user feels after ``make up``: LoCoMo turns (or ``--events`` of them) are produced to a fresh namespace,
+every stage starts in this one process (``--stages all``, as ``orgmem up`` runs them), and the clock runs until
+every child chunk has its vector. Then the same chunk texts (``embedding_input(title, text)``, as the stage embeds
+them) go through the same provider alone, in batches of the stage's size. Reported:
+
+- ``ingest_embed_seconds``: start of the stages -> last vector committed (consumer-group joins included);
+- ``in_stage_chunks_per_s``: chunks / (last vector - first vector);
+- ``standalone_chunks_per_s``: the provider alone on the same texts (median of ``--runs``);
+- ``in_stage_over_standalone``: the ratio (target >= 0.8).
+
+Prints JSON (one line per figure with ``--lines``) and writes bench/results/pipeline-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from common import REPO, drop, isolated_settings, write_result
+
+from embedder.providers import build_embedder
+from ingest.handler import embedding_input
+from services.db.pool import create_pool
+from services.embedding_config import provider_kwargs
+from services.eval.datasets import iter_envelopes
+from services.producer import EnvelopeProducer
+from services.serve import start_runtime, stop_runtime
+from services.settings import Settings
+from services.stages import available_stages
+
+DEFAULT_DATASET = REPO.parent / "shared" / "data" / "locomo"
+if not DEFAULT_DATASET.exists():
+    DEFAULT_DATASET = Path("/work/shared/data/locomo")
+
+
+async def _progress(settings: Settings, produced: int, timeout: float) -> dict[str, float]:
+    """Poll until all produced envelopes are ingested and every child chunk has a vector."""
+    began = time.perf_counter()
+    first_vec: float | None = None
+    first_n = 0
+    ingested_at: float | None = None
+    pool = await create_pool(settings, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            while time.perf_counter() - began < timeout:
+                row = await conn.fetchrow(
+                    "SELECT (SELECT count(*) FROM processed_events WHERE stage = 'ingest') AS ingested,"
+                    " count(*) FILTER (WHERE embedding IS NOT NULL) AS done,"
+                    " count(*) FILTER (WHERE embedding IS NULL) AS todo"
+                    " FROM chunks WHERE NOT is_parent AND NOT deleted"
+                )
+                now = time.perf_counter()
+                if row["done"] and first_vec is None:
+                    first_vec, first_n = now, int(row["done"])
+                if ingested_at is None and row["ingested"] >= produced:
+                    ingested_at = now
+                if ingested_at is not None and row["todo"] == 0 and first_vec is not None:
+                    done = int(row["done"])
+                    span = now - first_vec
+                    rate = (done - first_n) / span if span > 0 and done > first_n else float("nan")
+                    return {
+                        "chunks": done,
+                        "ingest_seconds": round(ingested_at - began, 2),
+                        "ingest_embed_seconds": round(now - began, 2),
+                        "in_stage_chunks_per_s": round(rate, 1),
+                    }
+                await asyncio.sleep(0.05)
+    finally:
+        await pool.close()
+    raise TimeoutError(f"pipeline did not drain {produced} envelopes in {timeout}s")
+
+
+async def _standalone(settings: Settings, provider: str, runs: int) -> float:
+    pool = await create_pool(settings, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch("SELECT title, text FROM chunks WHERE NOT is_parent AND NOT deleted ORDER BY id")
+    finally:
+        await pool.close()
+    texts = [embedding_input(r["title"], r["text"]) for r in rows]
+    embedder = build_embedder(provider, **provider_kwargs(settings))
+    try:
+        await embedder.embed(texts[: embedder.max_batch])  # warm-up
+        rates = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            await embedder.embed(texts)
+            rates.append(len(texts) / (time.perf_counter() - t))
+    finally:
+        await embedder.aclose()
+    return statistics.median(rates)
+
+
+async def run(provider: str, dataset: Path, events: int | None, stages: list[str], runs: int) -> dict[str, Any]:
+    settings = await isolated_settings("pipe", embedding_provider=provider)
+    envs = list(iter_envelopes(dataset, workspace="default", limit=events))
+    async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
+        await p.send_many(envs)
+    load_before = os.getloadavg()[0]
+    try:
+        rt = await start_runtime(settings, stages)
+        try:
+            stage = await _progress(settings, len(envs), 1800)
+        finally:
+            await stop_runtime(rt)
+        alone = await _standalone(settings, provider, runs)
+    finally:
+        await drop(settings)
+    return {
+        "provider": provider,
+        "dataset": dataset.name,
+        "envelopes": len(envs),
+        "stages": stages,
+        **stage,
+        "standalone_chunks_per_s": round(alone, 1),
+        "in_stage_over_standalone": round(stage["in_stage_chunks_per_s"] / alone, 3),
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--provider", default="local")
+    ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    ap.add_argument("--events", type=int, default=None, help="first N events of the dataset (default: all)")
+    ap.add_argument("--stages", default="all", help="comma-separated stages, or all (as orgmem up)")
+    ap.add_argument("--runs", type=int, default=1, help="standalone timing runs (median)")
+    args = ap.parse_args()
+    stages = available_stages() if args.stages == "all" else args.stages.split(",")
+    result = await run(args.provider, args.dataset, args.events, stages, args.runs)
+    write_result("pipeline", {"benchmark": "pipeline", **result})
+    print(json.dumps({"figure": "in_stage_over_standalone_embed", "value": result["in_stage_over_standalone"]}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,136 @@
+"""Lever-by-lever ablation of the full arm on a kept ``orgmem eval live --keep`` run (no re-ingest).
+
+Queries are asked the way ``../shared/tools/connector_eval.py`` asks them: the query text only (no host
+``as_of``), as a viewer holding the query's groups, ``split`` test by default. Scored separately on the first
+five conversations (tune) and the last five (report), as the README's LoCoMo tables are.
+
+    python bench/quality_ablation.py --reuse TAG --dataset ../shared/data/locomo --embedder bge \
+        --variants base,prf,autocut,lexical,dense,hybrid
+
+Variants patch module-level knobs for the duration of one pass (documented in the README's ablation table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from retriever import search
+from retriever import service as service_mod
+from schemas.tools import RetrieveContextRequest
+from services.api.auth import Viewer
+from services.eval.datasets import any_visible, event_visibility, iter_queries
+from services.eval.gold import GoldQuery, Prediction
+from services.eval.live import eval_settings
+from services.eval.metrics import score
+from services.serve import start_runtime, stop_runtime
+from services.settings import Settings
+
+
+@contextlib.contextmanager
+def patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def _no_keep(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(*a: Any, **kw: Any) -> Any:
+        kw["keep_at_least"] = 0
+        return fn(*a, **kw)
+
+    return wrapped
+
+
+VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
+    "base": ("full", contextlib.nullcontext),
+    "prf": ("full", lambda: patched(search, "PRF_ENABLED", True)),
+    "autocut": ("full", lambda: patched(service_mod, "fuse_and_rank", _no_keep(service_mod.fuse_and_rank))),
+    "lexical": ("lexical", contextlib.nullcontext),
+    "dense": ("dense", contextlib.nullcontext),
+    "hybrid": ("hybrid", contextlib.nullcontext),
+}
+
+
+async def run(a: argparse.Namespace) -> None:
+    dataset = Path(a.dataset)
+    raw = [json.loads(line) for line in open(dataset / "queries.jsonl")]  # noqa: ASYNC230, SIM115
+    split = {r["qid"]: r.get("split") for r in raw}
+    conv = {r["qid"]: r["groups"][0] for r in raw}
+    order = list(dict.fromkeys(conv.values()))
+    tune = set(order[:5])
+    queries = [
+        q.model_copy(update={"as_of": None})
+        for q in iter_queries(dataset)
+        if (a.split == "all" or split[q.qid] == a.split) and q.expected_doc_ids
+    ]
+    visibility = any_visible(event_visibility(dataset))
+    settings = eval_settings(Settings(), tag=a.reuse, embedder=a.embedder, dataset=dataset)
+    rt = await start_runtime(settings, [])
+    from retriever.wiring import get_service
+
+    service = get_service(rt)
+    sem = asyncio.Semaphore(a.concurrency)
+    out: dict[str, Any] = {}
+    try:
+        for name in a.variants.split(","):
+            arm, ctx = VARIANTS[name]
+            lat: list[float] = []
+
+            async def one(q: GoldQuery, arm: str = arm, lat: list[float] = lat) -> Prediction:
+                req = RetrieveContextRequest(query=q.query[:2000], workspace=f"eval-{a.reuse}", limit=10, arms=arm)
+                viewer = Viewer(principal_id=None, groups=tuple(q.viewer.groups), roles=frozenset())
+                async with sem:
+                    t = time.perf_counter()
+                    resp = await service.retrieve_context(req, viewer)
+                    lat.append(time.perf_counter() - t)
+                ids = list(dict.fromkeys(p.external_id for p in resp.passages))
+                return Prediction(qid=q.qid, doc_ids=ids, doc_scores=[1.0 / (i + 1) for i in range(len(ids))])
+
+            with ctx():
+                preds = await asyncio.gather(*(one(q) for q in queries))
+            row: dict[str, Any] = {"p50_ms": round(sorted(lat)[len(lat) // 2] * 1000, 1)}
+            for part, keep in (("all", None), ("conv1-5", True), ("conv6-10", False)):
+                qs = [q for q in queries if keep is None or (conv[q.qid] in tune) == keep]
+                ps = [p for p in preds if p.qid in {q.qid for q in qs}]
+                rep = score(qs, ps, visibility=visibility, ks=(10,))
+                m = rep.all_with_gold.as_dict() if rep.all_with_gold else {}
+                row[part] = {k: round(v, 3) for k, v in m.items() if k in ("recall@10", "ndcg@10")}
+                row[part]["leak_rate"] = rep.leak_rate
+                if part == "all":
+                    row["by_category"] = {
+                        c.category: round(c.metrics.as_dict().get("recall@10", 0.0), 3)
+                        for c in rep.categories
+                        if c.metrics
+                    }
+            out[name] = row
+            print(name, json.dumps(row), flush=True)
+    finally:
+        await stop_runtime(rt)
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reuse", required=True)
+    ap.add_argument("--dataset", default="../shared/data/locomo")
+    ap.add_argument("--embedder", default="bge")
+    ap.add_argument("--split", default="test", help="test (the connector protocol's), dev, or all")
+    ap.add_argument("--variants", default="base,prf,autocut,lexical,dense,hybrid")
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--out")
+    asyncio.run(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
