@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from services.api import graph, health, ingress, tools
+from services.api import admin, graph, health, ingress, tools
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
@@ -43,4 +43,5 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(ingress.router)
     app.include_router(tools.router)
     app.include_router(graph.router)
+    app.include_router(admin.router)
     return app
