@@ -156,7 +156,7 @@ async def admin_health(
     if db_ok:
         async with pool.acquire() as conn:
             alerts = await budgets.alerts(conn)
-            for w in await retention.due_summary(conn):
+            for w in await retention.due_summary_cached(conn, settings.db_schema):
                 if w["due"]:
                     warnings.append(
                         {

@@ -16,6 +16,7 @@ HOLD_COLUMNS = (
 
 
 async def create_hold(conn: asyncpg.Connection, spec: dict[str, Any], actor: str) -> dict[str, Any]:
+    _changed()
     row = await conn.fetchrow(
         "INSERT INTO legal_holds (id, workspace, source_system, document_ids, person_id, from_time, to_time,"
         f" reason, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) RETURNING {HOLD_COLUMNS}",
@@ -52,6 +53,7 @@ async def get_hold(conn: asyncpg.Connection, hold_id: uuid.UUID) -> dict[str, An
 
 async def release_hold(conn: asyncpg.Connection, hold_id: uuid.UUID, actor: str) -> dict[str, Any] | None:
     """Release a hold (idempotent: releasing twice keeps the first release)."""
+    _changed()
     row = await conn.fetchrow(
         "UPDATE legal_holds SET released_at = COALESCE(released_at, now()),"
         f" released_by = COALESCE(released_by, $2) WHERE id = $1 RETURNING {HOLD_COLUMNS}",
@@ -59,6 +61,12 @@ async def release_hold(conn: asyncpg.Connection, hold_id: uuid.UUID, actor: str)
         actor,
     )
     return dict(row) if row else None
+
+
+def _changed() -> None:
+    from services.governance.retention import forget_due_summary  # retention imports this module
+
+    forget_due_summary()
 
 
 HELD_BY = """

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -99,6 +100,7 @@ class RetentionReport:
 
 
 async def put_policy(conn: asyncpg.Connection, policy: dict[str, Any], actor: str) -> None:
+    forget_due_summary()
     await conn.execute(
         f"INSERT INTO retention_policies ({POLICY_COLUMNS}, updated_by) VALUES ($1,$2,$3,$4,$5,$6)"
         " ON CONFLICT (workspace, source_system, kind) DO UPDATE SET max_age_days = EXCLUDED.max_age_days,"
@@ -114,6 +116,7 @@ async def put_policy(conn: asyncpg.Connection, policy: dict[str, Any], actor: st
 
 
 async def delete_policy(conn: asyncpg.Connection, workspace: str, source_system: str, kind: str) -> bool:
+    forget_due_summary()
     status = await conn.execute(
         "DELETE FROM retention_policies WHERE workspace = $1 AND source_system = $2 AND kind = $3",
         workspace,
@@ -140,6 +143,25 @@ async def due_summary(conn: asyncpg.Connection) -> list[dict[str, Any]]:
         None,
     )
     return [dict(r) for r in rows]
+
+
+_due_cache: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+DUE_TTL_S = 60.0
+
+
+async def due_summary_cached(conn: asyncpg.Connection, schema: str) -> list[dict[str, Any]]:
+    """``due_summary`` at most every ``DUE_TTL_S`` per schema (it scans every document with a policy);
+    a purge or a policy / hold change in this process drops the cached answer."""
+    hit = _due_cache.get(schema)
+    if hit is not None and time.monotonic() - hit[0] < DUE_TTL_S:
+        return hit[1]
+    rows = await due_summary(conn)
+    _due_cache[schema] = (time.monotonic(), rows)
+    return rows
+
+
+def forget_due_summary() -> None:
+    _due_cache.clear()
 
 
 async def blob_queue_size(conn: asyncpg.Connection) -> int:
@@ -323,6 +345,7 @@ async def run_retention(
                 actor,
             )
         await drain_blob_queue(pool, store)
+        forget_due_summary()
     async with pool.acquire() as conn:
         report.blobs_pending = await blob_queue_size(conn)
     return report
