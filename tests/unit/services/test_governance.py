@@ -151,3 +151,22 @@ def test_stage_spans_continue_the_record_trace_and_tag_what_is_published() -> No
     finally:
         tracing.use_provider(None)
     assert tracing.headers_for(b"w/s/x", {"x": "y"}) == {"x": "y"}
+
+
+def test_otlp_needs_its_exporter_and_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.errors import ConfigurationError
+    from services.settings import load_settings
+
+    settings = load_settings(_env_file=None, database_url="postgresql://x/y", kafka_bootstrap_servers="k:1")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    assert tracing.configure(settings) is False and not tracing.enabled()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigurationError) as err:
+            tracing.configure(settings)
+        assert err.value.context["setting"] == "OTEL_EXPORTER_OTLP_ENDPOINT" and "org-memory[otlp]" in str(err.value)
+    else:  # installed: tracing turns on
+        assert tracing.configure(settings) is True
+        tracing.use_provider(None)
