@@ -15,6 +15,7 @@ from schemas import admin
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from schemas.graph import GraphEvent
+from schemas.memory import RememberRequest, RememberResponse
 from schemas.tools import RetrieveContextRequest, RetrieveContextResponse
 
 OUT = Path(__file__).parent / "json"
@@ -37,6 +38,8 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "admin.retention_audit_page.v1": admin.PurgeAuditPage,
     "admin.document_access.v1": admin.DocumentAccess,
     "admin.viewer_access.v1": admin.ViewerAccess,
+    "remember.request.v1": RememberRequest,
+    "remember.response.v1": RememberResponse,
 }
 """Every exported contract, imported statically: a renamed or removed model fails at import, never skipped."""
 

@@ -78,3 +78,9 @@ RETRIEVAL_ARM_SECONDS = Histogram(
 RATE_LIMITED = Counter(
     "orgmem_rate_limit_rejections_total", "requests refused by a rate limit (429)", ["scope"], registry=REGISTRY
 )
+MEMORY_WRITES = Counter(
+    "orgmem_memory_writes_total",
+    "Agent memory writes by outcome (accepted, forgotten, forbidden, throttled_cap, throttled_cooldown)",
+    ["outcome"],
+    registry=REGISTRY,
+)

@@ -21,16 +21,17 @@ from services.kafka.topics import ensure_topics
 from services.ops.retention import periodic_retention
 from services.runtime import Runtime, build_runtime
 from services.settings import Settings
-from services.stages import register_stages
-from services.wiring import build_clients
+from services.stages import clients_needed, register_stages
+from services.wiring import clients_for
 
 log = logging.getLogger("orgmem.serve")
 DRAIN_TIMEOUT_S = 30.0
 
 
-async def start_runtime(settings: Settings, stages: list[str]) -> Runtime:
+async def start_runtime(settings: Settings, stages: list[str], *, api: bool = True) -> Runtime:
+    """Build the runtime with the clients ``stages`` (and, with ``api``, the HTTP tools) need; register them."""
     await ensure_topics(settings)
-    rt = await build_runtime(settings, build_clients)
+    rt = await build_runtime(settings, clients_for(clients_needed(stages, api=api)))
     try:
         register_stages(rt, stages)
         if "embed" in stages:
@@ -69,7 +70,7 @@ async def _follow_generation(base: Settings, stages: list[str], holder: dict[str
             wanted.generation,
             wanted.db_schema,
         )
-        fresh = await start_runtime(wanted, stages)
+        fresh = await start_runtime(wanted, stages, api=app is not None)
         holder["rt"] = fresh
         if app is not None:
             app.state.runtime = fresh
@@ -82,7 +83,7 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     if tracing.configure(base):
         log.info("tracing: exporting spans over OTLP")
     settings = await generations.resolve(base)
-    rt = await start_runtime(settings, stages)
+    rt = await start_runtime(settings, stages, api=api)
     holder = {"rt": rt}
     log.info(
         "running stages %s%s on schema %s",
@@ -99,7 +100,7 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     )
     try:
         if app is not None:
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
             await uvicorn.Server(config).serve()
         else:
             stop = asyncio.Event()

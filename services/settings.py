@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.errors import ConfigurationError
+from services.payload_errors import field_path
 
 EmbeddingProvider = Literal["hash", "local", "bge", "openai"]
 SHARED_TOPICS = frozenset({"envelopes", "rpc.retrieve"})
@@ -58,6 +59,23 @@ class Settings(BaseSettings):
         default=3600.0, ge=0, description="seconds between retention runs inside `orgmem up` (0 = off)"
     )
     retention_batch_size: int = Field(default=200, ge=1, le=5000)
+    # per-request database time (statement_timeout) of HTTP routes; graph walks get their own budget
+    # (a walk that runs out answers the deepest complete level, flagged partial) and a concurrency cap
+    api_statement_timeout_ms: int = Field(default=15_000, ge=100)
+    graph_walk_budget_ms: int = Field(default=4_000, ge=100)
+    graph_walk_concurrency: int = Field(default=2, ge=1)
+    graph_walk_queue_s: float = Field(default=10.0, gt=0)
+
+    # --- agents (MCP, memory writes) -------------------------------------------------------------
+    memory_write_cooldown_s: float = Field(default=0.0, ge=0, description="seconds between writes of a session")
+    memory_write_cap: int = Field(default=200, ge=1, description="memory writes per (principal, session)")
+    mcp_allowed_hosts: str = Field(
+        default="127.0.0.1:*,localhost:*,[::1]:*", description="Host header allow-list of /mcp (comma-separated)"
+    )
+    mcp_allowed_origins: str = Field(default="http://127.0.0.1:*,http://localhost:*,http://[::1]:*")
+    mcp_tokens_path: Path | None = Field(
+        default=None, description='bearer tokens of /mcp: {"<token>": {"principal_id": "user:…", "groups": [...]}}'
+    )
 
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
@@ -72,6 +90,8 @@ class Settings(BaseSettings):
     retry_attempts: int = Field(default=5, ge=1, le=50)
     retry_base_delay_s: float = Field(default=0.2, gt=0)
     retry_max_delay_s: float = Field(default=10.0, gt=0)
+    # a stage whose dependency (Postgres, object store, broker) is down re-probes with backoff capped here
+    outage_max_delay_s: float = Field(default=5.0, gt=0)
     org_hierarchy_path: Path | None = None
     taxonomy_registry_path: Path | None = None
 
@@ -141,7 +161,7 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]).upper()
+            loc = field_path(err["loc"], root="").upper()
             if err["type"] == "missing":
                 problems.append(f"missing required setting {loc}")
             else:

@@ -30,13 +30,16 @@ async def readyz(request: Request) -> JSONResponse:
     rt = request.app.state.runtime
     checks = await readiness(rt.pool, rt.store, rt.settings.kafka_bootstrap_servers)
     down = [c.name for c in checks if not c.ok]
+    paused = {stage: w.state() for stage, w in rt.watches.items() if w.paused}
     body: dict[str, Any] = {
-        "status": "ready" if not down else "unavailable",
+        "status": "ready" if not down and not paused else "unavailable",
         "down": down,
         "checks": {c.name: {"ok": c.ok, "detail": c.detail, "latency_ms": round(c.latency_ms, 1)} for c in checks},
         "stages": rt.stages,
+        # a stage whose dependency is down waits it out (no offset moves, nothing dead-lettered), then resumes
+        "paused": paused,
     }
-    return JSONResponse(body, status_code=200 if not down else 503)
+    return JSONResponse(body, status_code=200 if not down and not paused else 503)
 
 
 def _metrics_caller_ok(request: Request) -> bool:
@@ -68,7 +71,17 @@ async def _refresh_lag(rt: Any) -> None:
         CONSUMER_LAG.labels(stage).set(lag.lag)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition",
+            "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+        },
+        401: {"description": "neither X-Api-Key nor Authorization: Bearer $METRICS_TOKEN"},
+    },
+)
 async def metrics(request: Request) -> Response:
     if not _metrics_caller_ok(request):
         return JSONResponse({"detail": "missing or invalid X-Api-Key or METRICS_TOKEN bearer"}, status_code=401)

@@ -322,3 +322,53 @@ async def test_permission_history_follows_an_acl_change(settings: Settings, pipe
         assert await viewer_at(t2 + timedelta(minutes=1), team_b) == []
         bad = await client.get("/v1/admin/access", params={"viewer": "bob"}, headers=ADMIN)
         assert bad.status_code == 422 and bad.json()["detail"]["field"] == "viewer"
+
+
+def _membership(group: str, *, added: list[str] | None = None, removed: list[str] | None = None, at: datetime) -> Any:
+    from schemas.envelope import ChangeEnvelope
+
+    return ChangeEnvelope.model_validate(
+        {
+            "envelope_id": str(uuid.uuid4()),
+            "op": "membership",
+            "source": {"system": "directory", "external_id": group},
+            "event_time": at.isoformat(),
+            "membership": {"group": group, "added": added or [], "removed": removed or []},
+        }
+    )
+
+
+async def test_permission_history_follows_a_membership_change(settings: Settings, pipeline: Any) -> None:
+    """What a viewer could have retrieved at T uses their groups at T from the org directory."""
+    rt = await pipeline("ingest")
+    team = principal()
+    dave = f"user:{uuid.uuid4()}"
+    t0 = later(0)
+    joined, left = t0 + timedelta(hours=1), t0 + timedelta(hours=3)
+    await produce(settings, envelope("mem-1", "the quokka budget", principals=[team], event_time=t0))
+    await produce(settings, _membership(team, added=[dave], at=joined))
+    await produce(settings, _membership(team, removed=[dave], at=left))
+    await eventually(lambda: fetchval(settings, "SELECT count(*) FROM documents"))
+    await eventually(
+        lambda: fetchval(settings, "SELECT count(*) FROM group_memberships WHERE valid_to IS NOT NULL"),
+        until=lambda n: n == 1,
+    )
+    async with api_client(rt) as client:
+
+        async def at(when: datetime) -> dict[str, Any]:
+            r = await client.get(
+                "/v1/admin/access",
+                params={"viewer": dave, "as_of": when.isoformat(), "query": "quokka"},
+                headers=ADMIN,
+            )
+            assert r.status_code == 200, r.text
+            return r.json()  # type: ignore[no-any-return]
+
+        before = await at(joined - timedelta(minutes=1))
+        assert before["documents"] == [] and team not in before["principals"]
+        assert before["membership_source"] == "directory"
+        during = await at(joined + timedelta(minutes=1))
+        assert [d["external_id"] for d in during["documents"]] == ["mem-1"] and team in during["principals"]
+        assert during["documents"][0]["matched_principals"] == [team]
+        after = await at(left + timedelta(minutes=1))
+        assert after["documents"] == [] and team not in after["principals"]

@@ -170,3 +170,23 @@ def test_otlp_needs_its_exporter_and_names_the_setting(monkeypatch: pytest.Monke
     else:  # installed: tracing turns on
         assert tracing.configure(settings) is True
         tracing.use_provider(None)
+
+
+def test_rate_limit_refusals_are_counted() -> None:
+    from services.metrics import REGISTRY
+    from services.throttle import WriteThrottle
+
+    def count(scope: str) -> float:
+        value = REGISTRY.get_sample_value("orgmem_rate_limit_rejections_total", {"scope": scope})
+        return value or 0.0
+
+    cool, cap = count("memory_write_cooldown"), count("memory_write_cap")
+    now = [0.0]
+    t = WriteThrottle(cooldown_s=10, cap=2, clock=lambda: now[0])
+    assert t.try_claim("user:x", "s") is None
+    assert t.try_claim("user:x", "s") is not None  # cooldown
+    now[0] = 20.0
+    assert t.try_claim("user:x", "s") is None
+    now[0] = 40.0
+    assert t.try_claim("user:x", "s") is not None  # cap
+    assert count("memory_write_cooldown") == cool + 1 and count("memory_write_cap") == cap + 1
