@@ -31,6 +31,7 @@ from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
 from schemas.validation import Rejected
+from services import procedures
 from services.embedding_input import embedding_input
 from services.errors import IdempotencyConflictError, InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.governance.acl_history import record_acl_states
@@ -233,6 +234,14 @@ class IngestHandler:
             conn,
             part_docs,
             [(doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])],
+        )
+        await procedures.record_versions(
+            conn,
+            [
+                (o.envelope, o.after.id, o.after.current_version, o.deleted_now)
+                for o in outcomes
+                if o.content_changed or o.deleted_now
+            ],
         )
         for o in outcomes:
             s = final[o.after.id]

@@ -48,10 +48,16 @@ class SearchScope:
     date_to: datetime | None = None
     as_of: datetime | None = None
     author_ids: tuple[uuid.UUID, ...] | None = None  # None = no author filter; () = unresolved -> nothing
+    believed_as_of: datetime | None = None  # belief time: only documents whose current version we held then
+    participant_ids: tuple[uuid.UUID, ...] | None = None  # None = any; () = unresolved -> nothing
 
     @property
     def matches_nothing(self) -> bool:
-        return not self.viewer or (self.author_ids is not None and not self.author_ids)
+        return (
+            not self.viewer
+            or (self.author_ids is not None and not self.author_ids)
+            or (self.participant_ids is not None and not self.participant_ids)
+        )
 
 
 @dataclass
@@ -94,6 +100,16 @@ def scope_where(scope: SearchScope, alias: str = "", where: Where | None = None)
         w.add(f"{a}event_time <= {w.arg(scope.as_of)}")
     if scope.author_ids is not None:
         w.add(f"{a}author_person_id = ANY({w.arg(list(scope.author_ids), '::uuid[]')})")
+    if scope.participant_ids is not None:  # the person takes part in the document (any role, author included)
+        w.add(
+            f"EXISTS (SELECT 1 FROM participants px WHERE px.document_id = {a}document_id"
+            f" AND px.person_id = ANY({w.arg(list(scope.participant_ids), '::uuid[]')}))"
+        )
+    if scope.believed_as_of is not None:  # belief upper-bounds the document's updated_at
+        w.add(
+            f"EXISTS (SELECT 1 FROM documents bd WHERE bd.id = {a}document_id"
+            f" AND bd.updated_at <= {w.arg(scope.believed_as_of)})"
+        )
     return w
 
 
@@ -186,8 +202,10 @@ async def dense_arm(
         return DenseResult([], "empty_viewer")
     ef = min(MAX_EF_SEARCH, max(cfg.ef_search, k))
     if cfg.pgvector >= (0, 8):
-        ids = await _dense_hnsw(conn, scope, vector, cfg, k, max(k, 100), iterative=True)
-        return DenseResult(ids, "hnsw_iterative", ef_search=max(k, 100))
+        # the same ef_search as the over-fetch path: ef 100 gave recall@10 0.85-0.91 under ACL filters at 100k
+        # chunks of HERB text (target >= 0.95); the iterative scan then only fetches k rows
+        ids = await _dense_hnsw(conn, scope, vector, cfg, k, ef, iterative=True)
+        return DenseResult(ids, "hnsw_iterative", ef_search=ef)
     probe = await visible_vectors(conn, scope, cfg, cfg.exact_threshold)
     if probe < cfg.exact_threshold:
         return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "exact", probe=probe)
@@ -453,7 +471,7 @@ async def write_audit(
     )
 
 
-PRF_ENABLED = False
+PRF_ENABLED = True
 """Whether the product's ``full`` arm runs pseudo-relevance feedback (baselines never do); see the README."""
 PRF_DOCS = 5
 PRF_TERMS = 8
@@ -516,7 +534,7 @@ async def lexical_arm_prf(
     ]
     terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
     terms = list(terms or [])[:BM25_MAX_TERMS]
-    extra = prf_expansion(docs, terms, stats)
+    extra = prf_expansion(docs, terms, stats, max_terms=PRF_TERMS, weight=PRF_WEIGHT)
     if not extra:
         return first
     second = await bm25(

@@ -17,8 +17,10 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
+from schemas.procedures import ProcedureSpec
 from schemas.validation import MAX_NESTING, Rejected, check_structured, field_errors, load_json, scan, storable_value
 
 SCHEMA_VERSION = 1
@@ -47,6 +49,11 @@ class DocumentKind(StrEnum):
     MEETING = "meeting"
     TICKET = "ticket"
     PULL_REQUEST = "pull_request"
+    PROCEDURE = "procedure"  # procedural memory: the document carries a ProcedureSpec
+
+
+SOURCE_KINDS = frozenset(k for k in DocumentKind if k is not DocumentKind.PROCEDURE)
+"""Kinds connectors produce (``procedure`` is written by Org Memory's own procedural-memory route)."""
 
 
 class _Strict(BaseModel):
@@ -82,6 +89,13 @@ class Document(_Strict):
     text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), _STORABLE] = ""
     thread_external_id: ShortStr | None = None
     parent_external_id: ShortStr | None = None
+    procedure: ProcedureSpec | None = None
+
+    @model_validator(mode="after")
+    def _procedure_kind(self) -> Document:
+        if (self.kind is DocumentKind.PROCEDURE) != (self.procedure is not None):
+            raise ValueError("document.procedure is required for kind 'procedure' and only allowed there")
+        return self
 
 
 class Identity(_Strict):

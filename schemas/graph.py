@@ -140,6 +140,10 @@ class Fact(_Read):
     confidence: float
     status: str = "active"
     evidence: list[FactEvidence] = Field(default_factory=list)
+    direction: Direction | None = Field(
+        default=None,
+        description="relative to the entity the read asked about: outgoing = it is the subject, incoming = the object",
+    )
 
 
 class FactChange(_Read):
@@ -182,6 +186,19 @@ class Collaborator(_Read):
     weight: float
 
 
+class ProjectLink(_Read):
+    """A person↔project (or product) collaboration edge: the person authored or took part in visible
+    documents that name the project. ``entity`` is the other end (the project on a person card, the
+    person on a project card)."""
+
+    entity: EntityBrief
+    roles: list[Literal["author", "participant"]]
+    count: int = Field(description="visible documents behind the edge")
+    last_seen: datetime
+    weight: float = Field(description="author 1.0 / participant 0.5 per document, decayed to now")
+    evidence: list[uuid.UUID] = Field(default_factory=list, description="most recent evidence document ids")
+
+
 class PersonCard(_Read):
     id: uuid.UUID
     name: str
@@ -191,6 +208,7 @@ class PersonCard(_Read):
     facts: list[Fact] = Field(default_factory=list)
     incoming: list[Fact] = Field(default_factory=list)
     collaborators: list[Collaborator] = Field(default_factory=list)
+    projects: list[ProjectLink] = Field(default_factory=list)
 
 
 class EntityCard(_Read):
@@ -200,6 +218,7 @@ class EntityCard(_Read):
     aliases: list[str] = Field(default_factory=list)
     facts: list[Fact] = Field(default_factory=list)
     incoming: list[Fact] = Field(default_factory=list)
+    contributors: list[ProjectLink] = Field(default_factory=list, description="projects/products: their people")
 
 
 # --- tool requests ---------------------------------------------------------------------------

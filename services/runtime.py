@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -65,6 +65,8 @@ class Runtime:
     watches: dict[str, DependencyWatch] = field(default_factory=dict)  # per stage: outage vs poison
     handlers: dict[str, BatchHandler] = field(default_factory=dict)
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run first on close, while the pool is open (e.g. the retriever's pending access counts)."""
     _graph_walk_slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
 
     @property
@@ -91,6 +93,11 @@ class Runtime:
 
     async def close(self) -> None:
         try:
+            for hook in self.on_close:
+                try:
+                    await hook()
+                except Exception as exc:
+                    log.warning("close hook %s failed: %s", getattr(hook, "__qualname__", hook), exc)
             await self.broker.stop()
             await self.publisher.stop()
         finally:

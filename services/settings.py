@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_dim: int = Field(default=384, ge=8, le=4096)
     embed_batch_size: int = Field(default=64, ge=1, le=2048)
+    # where a local model (local, bge) runs: a worker thread of the stage process (default) or its own process
+    # (the other stages' Python cannot reach it through the GIL; the main module must be import-safe: spawn)
+    embed_worker: Literal["process", "thread"] = "thread"
 
     # --- stages ----------------------------------------------------------------------------------
     ingest_batch_size: int = Field(default=500, ge=1, le=10_000)
@@ -101,6 +104,16 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     rerank_url: str | None = None
     rerank_api_key: SecretStr | None = None
+    rerank_provider: Literal["none", "http", "onnx"] = "none"
+    """``onnx``: a local cross-encoder from ``rerank_model_path`` (``retriever/onnx_rerank.py``); ``http`` (or
+    ``none`` with ``rerank_url`` set, as before): the vendor endpoint."""
+    rerank_model_path: Path | None = None
+    rerank_tokenizer_path: Path | None = None
+
+    # --- taxonomy write-back --------------------------------------------------------------------
+    taxonomy_proposal_webhook_url: str | None = None
+    taxonomy_proposal_webhook_secret: SecretStr | None = None
+    taxonomy_proposal_webhook_attempts: int = Field(default=3, ge=1, le=10)
 
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"

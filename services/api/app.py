@@ -8,7 +8,20 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 
-from services.api import admin, errors, graph, health, ingress, mcp, memories, openapi, tools
+from services.api import (
+    admin,
+    errors,
+    graph,
+    health,
+    ingress,
+    mcp,
+    memories,
+    openapi,
+    procedures,
+    taxonomy,
+    tools,
+    worldbuilder,
+)
 from services.api.limits import RequestLimits
 from services.directory import load_static_members
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
@@ -52,6 +65,9 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(tools.router, responses=errors.responses(502))
     app.include_router(graph.router, responses=errors.responses(404))
     app.include_router(admin.router, responses=errors.responses(403, 404))
+    app.include_router(worldbuilder.router, responses=errors.responses(404))
+    app.include_router(procedures.router, responses=errors.responses(403, 404))
+    app.include_router(taxonomy.router, responses=errors.responses(403, 404))
     openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(

@@ -13,7 +13,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.graph import (
     DiffFactsRequest,
-    EntityBrief,
     EntityCard,
     FactDiff,
     FactsResponse,
@@ -70,9 +69,10 @@ async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) 
             believed_as_of=body.believed_as_of,
             as_of_grain=body.as_of_grain,
             limit=body.limit,
+            direction="both",  # a fact is found from its subject and from its object
         )
-    briefs = {f.subject.id: f.subject for f in facts}
-    return FactsResponse(subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts)
+        briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
+    return FactsResponse(subjects=briefs, facts=facts)
 
 
 async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
@@ -108,9 +108,9 @@ async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) 
                 as_of_grain=body.as_of_grain,
                 limit=body.limit,
             )
-    briefs = {p.seed.id: p.seed for p in paths}
+            briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
     return PathsResponse(
-        seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds],
+        seeds=briefs,
         paths=paths,
         partial=partial,
         depth_walked=depth,

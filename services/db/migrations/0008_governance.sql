@@ -1,4 +1,4 @@
--- 0006: governance — budgets and refusals, retention policies and purge audit, legal holds,
+-- 0008: governance — budgets and refusals, retention policies and purge audit, legal holds,
 -- ACL history (permission history), ingress audit, and the document ids of every retrieval audit row.
 
 -- Daily token budgets per workspace (and optionally per model: '*' = every model).
