@@ -9,11 +9,11 @@ API_HOST ?= 127.0.0.1
 API_PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: help venv models infra env up down logs status test test-unit lint typecheck schemas \
+.PHONY: help venv models infra env up down logs status test test-unit test-reliability lint typecheck schemas \
         bench bench-ingest bench-retrieve bench-embed bench-pipeline eval eval-locomo demo clean
 
 help:
-	@echo "make up | down | logs | status | test | test-unit | lint | typecheck | schemas | models | eval | bench | bench-ingest | bench-retrieve | bench-embed | bench-pipeline"
+	@echo "make up | down | logs | status | test | test-unit | test-reliability | lint | typecheck | schemas | models | eval | bench | bench-ingest | bench-retrieve | bench-embed | bench-pipeline"
 
 $(BIN)/.installed: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 ($(PY)) is required"; exit 1; }
@@ -69,7 +69,12 @@ status: venv
 	@set -a; [ -f .env ] && source .env; set +a; $(BIN)/orgmem status || true
 
 test: infra models
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not (reliability and slow)" $(PYTEST_ARGS)
+
+# the whole reliability suite with long budgets: the fault-under-load tests (marker slow: outages of 20 s under
+# 3,000 envelopes), 10x schemathesis and ORGMEM_FUZZ_EXAMPLES examples per fuzz property
+test-reliability: infra models
+	ORGMEM_FUZZ_LONG=1 ORGMEM_FUZZ_EXAMPLES=$${ORGMEM_FUZZ_EXAMPLES:-1000} $(BIN)/python -m pytest -m reliability -s --timeout=3600 $(PYTEST_ARGS)
 
 test-unit: venv models
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

@@ -20,12 +20,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 import asyncpg
-from pydantic import ValidationError
 
 from embedder import repository as repo
 from schemas.events import ChunksToEmbed
 from services.embedding_input import embedding_input
-from services.errors import InvalidPayloadError
+from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.ports import Embedder
@@ -51,13 +50,7 @@ class EmbedHandler:
         self.embedded_total = 0
 
     async def __call__(self, records: Sequence[Record]) -> None:
-        events: list[tuple[Record, ChunksToEmbed]] = []
-        for record in records:
-            try:
-                events.append((record, ChunksToEmbed.model_validate_json(record.value)))
-            except ValidationError as exc:
-                loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
+        events = await decode_or_dead_letter(records, ChunksToEmbed, self.dead_letters)
         model = self.embedder.model
         ids = list(dict.fromkeys(cid for _, ev in events for cid in ev.chunk_ids))
         async with self.pool.acquire() as conn:

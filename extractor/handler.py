@@ -42,8 +42,9 @@ from extractor.structured import StructuredClaim, structured_claims
 from schemas.envelope import ChangeEnvelope
 from schemas.events import DocumentChange, DocumentEvent
 from schemas.graph import GraphEvent
-from services.errors import InvalidPayloadError, UnresolvedAuthorError
+from services.errors import UnresolvedAuthorError
 from services.kafka.app import BrokerPublisher
+from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
@@ -86,13 +87,7 @@ class ExtractHandler:
         self._objects: dict[str, list[bytes]] = {}
 
     async def __call__(self, records: Sequence[Record]) -> None:
-        events: list[DocumentEvent] = []
-        for record in records:
-            try:
-                events.append(DocumentEvent.model_validate_json(record.value))
-            except ValidationError as exc:
-                loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
+        events = [ev for _, ev in await decode_or_dead_letter(records, DocumentEvent, self.dead_letters)]
         if not events:
             return
         latest: dict[uuid.UUID, DocumentEvent] = {}

@@ -2,7 +2,9 @@
 
 Order (DESIGN.md "Delivery" and "Write-path rules"):
 1. parse/validate every record; invalid ones are dead-lettered with the field at fault;
-2. in ONE transaction: claim the envelope ids in ``processed_events`` (redeliveries are skipped),
+2. in ONE transaction: claim the envelope ids in ``processed_events`` with their content digest
+   (redeliveries are skipped; an id re-used with different content is dead-lettered after commit,
+   ``IdempotencyConflictError`` — the same whether the two arrive in one batch or two),
    apply the envelopes to the documents in log order, rebuild chunks of changed documents, then
    write the raw envelope bytes to the object store; commit. A blob failure rolls the transaction
    back; if the commit fails after blobs were written they are deleted (best effort);
@@ -18,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import asyncpg
-from pydantic import ValidationError
 
 from ingest import context as index_context
 from ingest import repository as repo
@@ -26,13 +27,16 @@ from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
 from ingest.people import PersonInput, person_input, resolve_people
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from schemas.validation import Rejected
 from services import procedures
 from services.embedding_input import embedding_input
-from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
+from services.errors import IdempotencyConflictError, InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
+from services.idempotency import claim_envelopes, envelope_digest
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
+from services.kafka.decode import check_headers
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
@@ -43,24 +47,26 @@ PENDING_BLOB = ""  # replaced by _assign_archive once the batch is applied
 
 
 def parse_envelope(record: Record) -> ChangeEnvelope:
-    """Validate one record; ``InvalidPayloadError`` names the first field at fault."""
+    """Validate one record with the same function HTTP ingress uses (``schemas.envelope.envelope_from_json``);
+    ``InvalidPayloadError`` / ``UnresolvedAuthorError`` name the field at fault."""
+    check_headers(record)
     try:
-        env = ChangeEnvelope.model_validate_json(record.value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "body"
-        raise InvalidPayloadError(f"{loc}: {first['msg']}", field=loc, errors=len(exc.errors())) from None
-    if env.structured_fields and (env.author is None or person_input(env.author) is None):
-        raise UnresolvedAuthorError(
-            "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
-        )
-    return env
+        return envelope_from_json(record.value)
+    except Rejected as exc:
+        if exc.type == "unresolved_author":
+            raise UnresolvedAuthorError(str(exc), field=exc.field, envelope_id=_envelope_id(record)) from None
+        raise InvalidPayloadError(str(exc), field=exc.field, errors=len(exc.errors)) from None
+
+
+def _envelope_id(record: Record) -> str:
+    return record.header("x-envelope-id") or ""
 
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
     record: Record
     env: ChangeEnvelope
+    digest: bytes = b""
 
 
 class IngestHandler:
@@ -87,27 +93,46 @@ class IngestHandler:
         parsed: list[_Parsed] = []
         for record in records:
             try:
-                parsed.append(_Parsed(record, parse_envelope(record)))
-            except InvalidPayloadError as exc:
+                env = parse_envelope(record)
+                parsed.append(_Parsed(record, env, envelope_digest(env)))
+            except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
                 await self.dead_letters.send(record, exc)
         if not parsed:
             return
         written: list[str] = []
+        conflicts: list[_Parsed] = []
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                touched = await self._apply(conn, parsed, written)
+                touched = await self._apply(conn, parsed, written, conflicts)
                 events = await self._events(conn, touched)
         except BaseException:
             if written:
                 await self._delete_blobs(written)
             raise
+        for p in conflicts:  # after commit: a crash before this re-finds the conflict on redelivery
+            await self.dead_letters.send(
+                p.record,
+                IdempotencyConflictError(
+                    "envelope_id was already used for different content", envelope_id=str(p.env.envelope_id)
+                ),
+            )
         await self.publisher.send_many(events)
 
     async def _apply(
-        self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str]
+        self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str], conflicts: list[_Parsed]
     ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
-        fresh = await repo.claim_events(conn, [str(p.env.envelope_id) for p in parsed])
-        new = [p for p in parsed if str(p.env.envelope_id) in fresh]
+        fresh, bound = await claim_envelopes(conn, [(str(p.env.envelope_id), p.digest) for p in parsed])
+        new: list[_Parsed] = []
+        taken: set[str] = set()  # an id is applied once per batch, by its first record
+        for p in parsed:
+            eid = str(p.env.envelope_id)
+            if bound.get(eid, p.digest) != p.digest:
+                conflicts.append(p)
+            elif eid in fresh and eid not in taken:
+                taken.add(eid)
+                new.append(p)
+        refused = {id(p) for p in conflicts}
+        parsed = [p for p in parsed if id(p) not in refused]
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}

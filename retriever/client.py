@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel
@@ -41,6 +41,7 @@ from schemas.tools import (
     SearchKnowledgeBaseResponse,
 )
 from services.errors import ConfigurationError, OrgMemoryError, TransientError
+from services.kafka.clients import kafka_admin
 
 log = logging.getLogger("orgmem.client")
 M = TypeVar("M", bound=BaseModel)
@@ -113,25 +114,12 @@ class OrgMemoryClient:
             if self._http is None:
                 self._http = httpx.AsyncClient(base_url=self._http_url or "", timeout=self.timeout)
             return
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
-        await admin.start()
-        try:
+        topic = NewTopic(
+            self.reply_topic, 1, 1, topic_configs={"retention.ms": str(self._retention_ms), "cleanup.policy": "delete"}
+        )
+        async with kafka_admin(self._bootstrap or "") as admin:
             with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(
-                    [
-                        NewTopic(
-                            self.reply_topic,
-                            1,
-                            1,
-                            topic_configs={
-                                "retention.ms": str(self._retention_ms),
-                                "cleanup.policy": "delete",
-                            },
-                        )
-                    ]
-                )
-        finally:
-            await admin.close()
+                await admin.create_topics([topic])
         self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=1, acks=1)
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
@@ -162,14 +150,11 @@ class OrgMemoryClient:
         if self._producer is not None:
             await self._producer.stop()
         if self.transport == "kafka" and self._delete_reply_topic:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
-            await admin.start()
             try:
-                await admin.delete_topics([self.reply_topic])
+                async with kafka_admin(self._bootstrap or "") as admin:
+                    await admin.delete_topics([self.reply_topic])
             except Exception as exc:  # best effort; the topic's retention is short anyway
                 log.warning("could not delete reply topic %s: %s", self.reply_topic, exc)
-            finally:
-                await admin.close()
         if self._http is not None:
             await self._http.aclose()
 

@@ -33,6 +33,7 @@ from services.errors import InvalidPayloadError, OrgMemoryError
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.payload_errors import first_error
 from services.viewer import Viewer
 
 log = logging.getLogger("orgmem.retriever.rpc")
@@ -41,10 +42,9 @@ REPLY_SEND_TIMEOUT_S = 10.0
 
 
 def _validation_error(exc: ValidationError, prefix: str = "") -> RpcError:
-    first = exc.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "body"
-    field = f"{prefix}{loc}" if prefix else loc
-    return RpcError(type="InvalidPayloadError", message=f"{field}: {first['msg']}", status=422, field=field)
+    loc, msg = first_error(exc)
+    field = f"{prefix}{loc}"
+    return RpcError(type="InvalidPayloadError", message=f"{field}: {msg}", status=422, field=field)
 
 
 class RpcHandler:

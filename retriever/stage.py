@@ -10,6 +10,7 @@ from faststream.kafka import KafkaMessage
 
 from retriever.handler import RpcHandler
 from retriever.wiring import get_service
+from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import from_consumer_records
 from services.kafka.topics import dlq_topic
@@ -40,6 +41,7 @@ def subscribe(rt: Runtime, stage: Stage) -> RpcHandler:
         ack_policy=AckPolicy.ACK,
         auto_offset_reset="earliest",
         decoder=_passthrough_decoder,
+        parser=safe_batch_parser,
         title=f"{stage.name}:{stage.input_topic(s)}",
         description=stage.description,
     )

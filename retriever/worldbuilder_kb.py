@@ -22,14 +22,12 @@ from retriever.service import RetrieverService
 from schemas.graph import EntityBrief
 from schemas.worldbuilder import KbDocument, KbPassage, KbPerson, WorldbuilderKbRequest, WorldbuilderKbResponse
 from services.graph.reads import resolve_entities
-from services.viewer import Viewer
+from services.viewer import Principals, Viewer
 
 PASSAGES_PER_DOCUMENT = 3
 
 
-async def resolve_people(
-    conn: asyncpg.Connection, workspace: str, viewer: Sequence[str], value: str
-) -> list[EntityBrief]:
+async def resolve_people(conn: asyncpg.Connection, workspace: str, viewer: Principals, value: str) -> list[EntityBrief]:
     """A person named by id, email or name, visible to the viewer (merges followed)."""
     ids: tuple[uuid.UUID, ...] = ()
     try:
@@ -52,9 +50,7 @@ async def resolve_people(
             list(viewer),
         )
         return [EntityBrief(type="person", id=r["id"], name=r["name"]) for r in named]
-    found = await resolve_entities(
-        conn, workspace=workspace, viewer=tuple(viewer), name=value, types=["person"], limit=3
-    )
+    found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=value, types=["person"], limit=3)
     exact = [m for m in found if m.score >= 0.95] or found[:1]
     return [EntityBrief(type="person", id=m.id, name=m.name) for m in exact]
 

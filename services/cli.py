@@ -43,11 +43,13 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_topics(settings: Settings, args: argparse.Namespace) -> int:
-    from services.kafka.topics import describe_topics, ensure_topics
+    from services.kafka.topics import apply_topics, describe_topics
 
     if args.action == "create":
-        created = await ensure_topics(settings)
+        result = await apply_topics(settings)
+        created, updated = result.created, result.updated
         print(f"created {len(created)} topic(s)" + (": " + ", ".join(created) if created else ""))
+        print(f"updated the configs of {len(updated)} topic(s)" + (": " + ", ".join(updated) if updated else ""))
     for t in await describe_topics(settings):
         print(f"{t['topic']:32} {'ok' if t['exists'] else 'MISSING':8} partitions={t['partitions']}")
     return 0

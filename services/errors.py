@@ -75,3 +75,11 @@ class ObjectStoreError(TransientError):
 
 class SchemaVersionError(ConfigurationError):
     """The database schema is not at the version this code expects."""
+
+
+class IdempotencyConflictError(PermanentError):
+    """An ``envelope_id`` (the idempotency key) re-used with different content: a client error."""
+
+    def __init__(self, message: str, *, field: str = "envelope_id", **context: Any) -> None:
+        super().__init__(message, field=field, **context)
+        self.field = field

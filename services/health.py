@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass
 
 import asyncpg
-from aiokafka.admin import AIOKafkaAdminClient
 
+from services.kafka.clients import kafka_admin
 from services.objectstore.port import ObjectStore
 
 CHECK_TIMEOUT_S = 5.0
@@ -43,13 +43,9 @@ async def check_store(store: ObjectStore) -> str:
 
 
 async def check_kafka(bootstrap: str) -> str:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=4000)
-    await admin.start()
-    try:
+    async with kafka_admin(bootstrap, request_timeout_ms=4000) as admin:
         topics = await admin.list_topics()
         return f"{len(topics)} topics"
-    finally:
-        await admin.close()
 
 
 async def readiness(pool: asyncpg.Pool, store: ObjectStore, bootstrap: str) -> list[Check]:

@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 from faststream.kafka import KafkaBroker
@@ -24,6 +24,7 @@ from services.errors import ConfigurationError
 from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher, build_broker
 from services.kafka.delivery import BatchHandler
+from services.kafka.watch import DependencyWatch
 from services.objectstore import ObjectStore, build_object_store
 from services.ports import Embedder, LlmExtraction, Reranker, Synthesizer
 from services.settings import Settings
@@ -43,6 +44,8 @@ class Clients:
 
 
 ClientFactory = Callable[[Settings, EmbeddingConfig, Registry], Clients]
+ClientName = Literal["embedder", "reranker", "synthesizer", "llm_extractor"]
+"""A ``Clients`` field: what a stage (``services.stagekit.Stage.clients``) or the HTTP API needs built."""
 
 
 @dataclass(eq=False)
@@ -57,6 +60,7 @@ class Runtime:
     registry: Registry = field(default_factory=default_registry)
     clients: Clients = field(default_factory=Clients)
     stages: list[str] = field(default_factory=list)
+    watches: dict[str, DependencyWatch] = field(default_factory=dict)  # per stage: outage vs poison
     handlers: dict[str, BatchHandler] = field(default_factory=dict)
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
     on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -66,7 +70,10 @@ class Runtime:
     def embedder(self) -> Embedder:
         """The process's embedding provider (shared by the embed stage and the retriever)."""
         if self.clients.embedder is None:
-            raise ConfigurationError("no embedding provider was built for this runtime", setting="EMBEDDING_PROVIDER")
+            raise ConfigurationError(
+                "no embedding provider was built for this runtime (none of its stages needs one)",
+                setting="EMBEDDING_PROVIDER",
+            )
         return self.clients.embedder
 
     async def start(self) -> None:

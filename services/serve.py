@@ -20,16 +20,17 @@ from services.api.app import create_app
 from services.kafka.topics import ensure_topics
 from services.runtime import Runtime, build_runtime
 from services.settings import Settings
-from services.stages import register_stages
-from services.wiring import build_clients
+from services.stages import clients_needed, register_stages
+from services.wiring import clients_for
 
 log = logging.getLogger("orgmem.serve")
 DRAIN_TIMEOUT_S = 30.0
 
 
-async def start_runtime(settings: Settings, stages: list[str]) -> Runtime:
+async def start_runtime(settings: Settings, stages: list[str], *, api: bool = True) -> Runtime:
+    """Build the runtime with the clients ``stages`` (and, with ``api``, the HTTP tools) need; register them."""
     await ensure_topics(settings)
-    rt = await build_runtime(settings, build_clients)
+    rt = await build_runtime(settings, clients_for(clients_needed(stages, api=api)))
     try:
         register_stages(rt, stages)
         if "embed" in stages:
@@ -68,7 +69,7 @@ async def _follow_generation(base: Settings, stages: list[str], holder: dict[str
             wanted.generation,
             wanted.db_schema,
         )
-        fresh = await start_runtime(wanted, stages)
+        fresh = await start_runtime(wanted, stages, api=app is not None)
         holder["rt"] = fresh
         if app is not None:
             app.state.runtime = fresh
@@ -79,7 +80,7 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     if api:
         base.require_api_key()  # fail at boot, naming the setting
     settings = await generations.resolve(base)
-    rt = await start_runtime(settings, stages)
+    rt = await start_runtime(settings, stages, api=api)
     holder = {"rt": rt}
     log.info(
         "running stages %s%s on schema %s",

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.errors import ConfigurationError
+from services.payload_errors import field_path
 
 EmbeddingProvider = Literal["hash", "local", "bge", "openai"]
 SHARED_TOPICS = frozenset({"envelopes", "rpc.retrieve"})
@@ -51,6 +52,12 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # per-request database time (statement_timeout) of HTTP routes; graph walks get their own budget
+    # (a walk that runs out answers the deepest complete level, flagged partial) and a concurrency cap
+    api_statement_timeout_ms: int = Field(default=15_000, ge=100)
+    graph_walk_budget_ms: int = Field(default=4_000, ge=100)
+    graph_walk_concurrency: int = Field(default=2, ge=1)
+    graph_walk_queue_s: float = Field(default=10.0, gt=0)
 
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
@@ -65,6 +72,8 @@ class Settings(BaseSettings):
     retry_attempts: int = Field(default=5, ge=1, le=50)
     retry_base_delay_s: float = Field(default=0.2, gt=0)
     retry_max_delay_s: float = Field(default=10.0, gt=0)
+    # a stage whose dependency (Postgres, object store, broker) is down re-probes with backoff capped here
+    outage_max_delay_s: float = Field(default=5.0, gt=0)
     org_hierarchy_path: Path | None = None
     taxonomy_registry_path: Path | None = None
 
@@ -138,7 +147,7 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]).upper()
+            loc = field_path(err["loc"], root="").upper()
             if err["type"] == "missing":
                 problems.append(f"missing required setting {loc}")
             else:

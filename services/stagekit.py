@@ -11,10 +11,13 @@ from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 
+from services.health import check_kafka, check_postgres, check_store
 from services.kafka.app import subscribe_batch
+from services.kafka.deadletters import PgDeadLetterLedger
 from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
-from services.runtime import Runtime
+from services.kafka.watch import DependencyWatch
+from services.runtime import ClientName, Runtime
 from services.settings import Settings
 
 H = TypeVar("H", bound=BatchHandler)
@@ -44,8 +47,12 @@ def register_batch_stage(
     max_records: int,
     description: str,
 ) -> H:
-    """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``."""
+    """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``.
+
+    The stage's dependency watch (outage vs poison, shown by ``/readyz``) is ``rt.watches[stage]``.
+    """
     late = LateHandler()
+    watch = dependency_watch(rt, stage)
     dead_letters = subscribe_batch(
         rt.broker,
         rt.settings,
@@ -55,10 +62,30 @@ def register_batch_stage(
         handler=late,
         max_records=max_records,
         description=description,
+        watch=watch,
+        ledger=PgDeadLetterLedger(rt.pool),
     )
     handler = build(rt, dead_letters)
     late.bind(handler)
     return handler
+
+
+def dependency_watch(rt: Runtime, stage: str) -> DependencyWatch:
+    """The stage's probes of Postgres, the object store and the broker, registered on the runtime."""
+    s = rt.settings
+    watch = rt.watches.get(stage)
+    if watch is None:
+        watch = DependencyWatch(
+            stage,
+            {
+                "postgres": lambda: check_postgres(rt.pool),
+                "object_store": lambda: check_store(rt.store),
+                "kafka": lambda: check_kafka(s.kafka_bootstrap_servers),
+            },
+            max_delay=s.outage_max_delay_s,
+        )
+        rt.watches[stage] = watch
+    return watch
 
 
 HandlerFactory = Callable[[Runtime, DeadLetters], BatchHandler]
@@ -86,6 +113,8 @@ class Stage:
     declare_publishers: Callable[[KafkaBroker, Settings], None] = _declares_nothing
     subscribe: Callable[[Runtime, Stage], BatchHandler] | None = None
     writes_projection: bool = True
+    clients: frozenset[ClientName] = frozenset()
+    """The runtime clients its handler uses: a process builds only what its stages (and its API) need."""
 
     @property
     def replayable(self) -> bool:

@@ -22,13 +22,15 @@ import services.collaboration.stage
 import services.conflicts.stage
 from services.kafka.app import build_broker
 from services.kafka.lag import Lag, group_lag
-from services.runtime import Runtime
+from services.runtime import ClientName, Runtime
 from services.settings import Settings
 from services.stagekit import Stage
 
 EXTRACT_BATCH = 200
 CONFLICTS_BATCH = 200
 COLLAB_BATCH = 500
+API_CLIENTS: frozenset[ClientName] = frozenset({"embedder", "reranker", "synthesizer"})
+"""What the HTTP API's tools (and the retriever stage) use."""
 
 CATALOGUE: tuple[Stage, ...] = (
     Stage(
@@ -46,6 +48,7 @@ CATALOGUE: tuple[Stage, ...] = (
         build_handler=embedder.stage.build_handler,
         # a backlog fills several model batches per poll; the handler stores one while the model runs the next
         max_records=lambda s: max(1, s.embed_batch_size * 2),
+        clients=frozenset({"embedder"}),
     ),
     Stage(
         name="retrieve",
@@ -55,6 +58,7 @@ CATALOGUE: tuple[Stage, ...] = (
         max_records=lambda s: retriever.stage.MAX_RECORDS,
         subscribe=retriever.stage.subscribe,
         writes_projection=False,
+        clients=API_CLIENTS,
     ),
     Stage(
         name="extract",
@@ -62,6 +66,7 @@ CATALOGUE: tuple[Stage, ...] = (
         description="Extracts registry-bound entities, claims and relationships (zero-LLM by default)",
         build_handler=extractor.stage.build_handler,
         max_records=lambda s: EXTRACT_BATCH,
+        clients=frozenset({"llm_extractor"}),
         declare_publishers=extractor.stage.declare_publishers,
     ),
     Stage(
@@ -126,6 +131,14 @@ def specification_broker(settings: Settings) -> KafkaBroker:
 async def stage_lag(settings: Settings, name: str) -> Lag:
     """Consumer lag of stage ``name``'s group on its input topic."""
     return await group_lag(settings, name, stage(name).topic)
+
+
+def clients_needed(names: list[str], *, api: bool) -> frozenset[ClientName]:
+    """The clients a process running ``names`` (and the HTTP API when ``api``) uses."""
+    needed: set[ClientName] = set(API_CLIENTS) if api else set()
+    for name in names:
+        needed |= stage(name).clients
+    return frozenset(needed)
 
 
 def register_stages(rt: Runtime, names: list[str]) -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NewType
 
 from services.hierarchy import OrgHierarchy
 
-Principals = tuple[str, ...]
-"""A viewer's EXPANDED principals, sorted: the ACL input of every viewer-scoped SQL read."""
+Principals = NewType("Principals", tuple[str, ...])
+"""A viewer's EXPANDED principals, sorted: the ACL input of every viewer-scoped SQL read. A distinct type, so
+a read cannot be handed unexpanded principals by mistake: ``Viewer.expand`` is where they come from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +46,4 @@ class Viewer:
 
     def expand(self, hierarchy: OrgHierarchy) -> Principals:
         """Own principals plus ``group:<ancestor>`` of every group held, sorted."""
-        return tuple(sorted(hierarchy.expand(self.principals)))
+        return Principals(tuple(sorted(hierarchy.expand(self.principals))))

@@ -1,7 +1,8 @@
 """The vendor clients of a process, built once from ``Settings`` (top floor: it knows every adapter).
 
-``build_clients`` is the ``ClientFactory`` that ``services.serve.start_runtime`` and ``orgmem replay``
-hand to ``services.runtime.build_runtime``; ``Runtime.close`` closes what it builds.
+``clients_for(needed)`` is the ``ClientFactory`` that ``services.serve.start_runtime`` and ``orgmem replay``
+hand to ``services.runtime.build_runtime`` (``needed`` from the stage catalogue); ``Runtime.close`` closes
+what it builds.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from retriever.vendors import ChatSynthesizer, HttpReranker
 from services.embedding_config import EmbeddingConfig, provider_kwargs
 from services.errors import ConfigurationError
 from services.ports import Embedder
-from services.runtime import Clients
+from services.runtime import ClientFactory, ClientName, Clients
 from services.settings import Settings
 from services.taxonomy import Registry
 
@@ -28,18 +29,36 @@ def build_checked_embedder(settings: Settings, embedding: EmbeddingConfig) -> Em
     return embedder
 
 
-def build_clients(settings: Settings, embedding: EmbeddingConfig, registry: Registry) -> Clients:
+ALL_CLIENTS: frozenset[ClientName] = frozenset({"embedder", "reranker", "synthesizer", "llm_extractor"})
+
+
+def clients_for(needed: frozenset[ClientName]) -> ClientFactory:
+    """The factory building only ``needed`` (an ingest-only process loads no embedding model)."""
+
+    def build(settings: Settings, embedding: EmbeddingConfig, registry: Registry) -> Clients:
+        return build_clients(settings, embedding, registry, needed=needed)
+
+    return build
+
+
+def build_clients(
+    settings: Settings, embedding: EmbeddingConfig, registry: Registry, *, needed: frozenset[ClientName] = ALL_CLIENTS
+) -> Clients:
+    """Every configured client in ``needed``; the embedder is checked against the deployment's model and dimension."""
     s = settings
-    embedder = build_checked_embedder(s, embedding)  # first: the only one that can refuse the settings
+    # first: the only one that can refuse the settings, so a refusal leaks no HTTP client
+    embedder = build_checked_embedder(s, embedding) if "embedder" in needed else None
     reranker = None
-    if s.rerank_url:
+    if s.rerank_url and "reranker" in needed:
         key = s.rerank_api_key.get_secret_value() if s.rerank_api_key else None
         reranker = HttpReranker(s.rerank_url, api_key=key)
     synthesizer = None
-    if s.llm_base_url:
+    if s.llm_base_url and "synthesizer" in needed:
         key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
         synthesizer = ChatSynthesizer(s.llm_base_url, api_key=key, model=s.llm_model)
-    llm = LlmExtractor.from_settings(s, registry) if (s.llm_base_url or s.llm_api_key) else None
+    llm = None
+    if (s.llm_base_url or s.llm_api_key) and "llm_extractor" in needed:
+        llm = LlmExtractor.from_settings(s, registry)
     return Clients(
         embedder=embedder,
         reranker=reranker,

@@ -1,4 +1,4 @@
-"""One behaviour suite for every batch stage of the catalogue, run twice with the same body (as FastStream
+"""One behaviour suite for every stage of the catalogue, run twice with the same body (as FastStream
 does): in memory (``tests/unit/test_stage_behaviour.py``: FastStream's ``TestKafkaBroker``, a recording
 publisher, a pool that records statements) and against the real broker
 (``tests/integration/test_stage_behaviour.py``: the local Kafka, Postgres and S3).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from services.stagekit import Stage
 from services.stages import CATALOGUE
 
-BATCH_STAGES: tuple[Stage, ...] = tuple(s for s in CATALOGUE if s.replayable)
+STAGES: tuple[Stage, ...] = CATALOGUE
 POISON = b'{"this is": "not a contract of ours"'
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
 
-from services.api import graph, health, ingress, procedures, taxonomy, tools, worldbuilder
+from services.api import errors, graph, health, ingress, openapi, procedures, taxonomy, tools, worldbuilder
+from services.api.limits import RequestLimits
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
@@ -22,15 +23,11 @@ def create_app(rt: Runtime) -> FastAPI:
     )
     app.state.runtime = rt
     app.state.api_key = api_key
-    max_bytes = rt.settings.max_request_bytes
+    app.state.graph_walk_slots = asyncio.Semaphore(rt.settings.graph_walk_concurrency)  # see graph.query_paths
+    errors.install(app)
 
     @app.middleware("http")
-    async def bound_and_measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > max_bytes:
-            return JSONResponse(
-                {"detail": {"field": "body", "msg": f"request body over {max_bytes} bytes"}}, status_code=413
-            )
+    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         start = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")
@@ -40,10 +37,18 @@ def create_app(rt: Runtime) -> FastAPI:
         return response
 
     app.include_router(health.router)
-    app.include_router(ingress.router)
-    app.include_router(tools.router)
-    app.include_router(graph.router)
-    app.include_router(worldbuilder.router)
-    app.include_router(procedures.router)
-    app.include_router(taxonomy.router)
+    app.include_router(ingress.router, responses=errors.responses(409))
+    app.include_router(tools.router, responses=errors.responses(502))
+    app.include_router(graph.router, responses=errors.responses(404))
+    app.include_router(worldbuilder.router, responses=errors.responses(404))
+    app.include_router(procedures.router, responses=errors.responses(404))
+    app.include_router(taxonomy.router, responses=errors.responses(404, 409))
+    openapi.install(app)
+    # outermost: authenticate and bound the body before anything reads it
+    app.add_middleware(
+        RequestLimits,
+        api_key=api_key,
+        max_bytes=rt.settings.max_request_bytes,
+        statement_ms=rt.settings.api_statement_timeout_ms,
+    )
     return app

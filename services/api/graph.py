@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
@@ -22,6 +23,7 @@ from schemas.graph import (
     SubjectRef,
     TimeGrain,
 )
+from schemas.validation import BoundedDatetime
 from services.api.auth import require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
@@ -91,23 +93,51 @@ async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep
 
 @router.post("/tools/query_paths", response_model=PathsResponse)
 async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
-    async with _runtime(request).pool.acquire() as conn:
-        paths = await reads.query_paths(
-            conn,
-            workspace=body.workspace,
-            viewer=principals,
-            seeds=seeds,
-            max_depth=body.max_depth,
-            max_fanout=body.max_fanout,
-            as_of=body.as_of,
-            believed_as_of=body.believed_as_of,
-            as_of_grain=body.as_of_grain,
-            limit=body.limit,
-        )
-        briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
-    return PathsResponse(seeds=briefs, paths=paths)
+    rt = _runtime(request)
+    async with _walk_slot(request):
+        principals = _principals(request, viewer)
+        seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
+        async with rt.pool.acquire() as conn:
+            paths, depth, partial = await reads.query_paths_within(
+                conn,
+                budget_ms=rt.settings.graph_walk_budget_ms,
+                workspace=body.workspace,
+                viewer=principals,
+                seeds=seeds,
+                max_depth=body.max_depth,
+                max_fanout=body.max_fanout,
+                as_of=body.as_of,
+                believed_as_of=body.believed_as_of,
+                as_of_grain=body.as_of_grain,
+                limit=body.limit,
+            )
+            briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
+    return PathsResponse(
+        seeds=briefs,
+        paths=paths,
+        partial=partial,
+        depth_walked=depth,
+    )
+
+
+@contextlib.asynccontextmanager
+async def _walk_slot(request: Request) -> AsyncIterator[None]:
+    """At most ``GRAPH_WALK_CONCURRENCY`` path walks hold a connection at once, so walks cannot take the
+    whole pool from passage search; a walk that waits longer than ``GRAPH_WALK_QUEUE_S`` gets 429."""
+    settings = _runtime(request).settings
+    slots: asyncio.Semaphore = request.app.state.graph_walk_slots
+    try:
+        await asyncio.wait_for(slots.acquire(), timeout=settings.graph_walk_queue_s)
+    except TimeoutError:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            detail={"field": "request", "msg": "too many concurrent graph walks; retry later", "type": "busy"},
+            headers={"Retry-After": "1"},
+        ) from None
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:
@@ -122,8 +152,8 @@ async def person_card(
     request: Request,
     viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: datetime | None = None,
-    believed_as_of: datetime | None = None,
+    as_of: BoundedDatetime | None = None,
+    believed_as_of: BoundedDatetime | None = None,
     as_of_grain: TimeGrain | None = None,
 ) -> PersonCard:
     card = await _card(
@@ -147,8 +177,8 @@ async def entity_card(
     request: Request,
     viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: datetime | None = None,
-    believed_as_of: datetime | None = None,
+    as_of: BoundedDatetime | None = None,
+    believed_as_of: BoundedDatetime | None = None,
     as_of_grain: TimeGrain | None = None,
 ) -> EntityCard:
     card = await _card(

@@ -25,16 +25,28 @@ async def readyz(request: Request) -> JSONResponse:
     rt = request.app.state.runtime
     checks = await readiness(rt.pool, rt.store, rt.settings.kafka_bootstrap_servers)
     down = [c.name for c in checks if not c.ok]
+    paused = {stage: w.state() for stage, w in rt.watches.items() if w.paused}
     body: dict[str, Any] = {
-        "status": "ready" if not down else "unavailable",
+        "status": "ready" if not down and not paused else "unavailable",
         "down": down,
         "checks": {c.name: {"ok": c.ok, "detail": c.detail, "latency_ms": round(c.latency_ms, 1)} for c in checks},
         "stages": rt.stages,
+        # a stage whose dependency is down waits it out (no offset moves, nothing dead-lettered), then resumes
+        "paused": paused,
     }
-    return JSONResponse(body, status_code=200 if not down else 503)
+    return JSONResponse(body, status_code=200 if not down and not paused else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition",
+            "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def metrics() -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 

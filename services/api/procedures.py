@@ -105,7 +105,7 @@ async def create_procedure(body: CreateProcedureRequest, request: Request, viewe
 
 
 async def _visible(rt: Runtime, request: Request, viewer: Viewer, workspace: str, pid: uuid.UUID) -> ProcedureDetail:
-    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    principals = viewer.expand(rt.hierarchy)
     async with rt.pool.acquire() as conn:
         found = await procedures.visible_versions(conn, workspace=workspace, viewer=principals, ids=[pid])
     if pid not in found:

@@ -27,7 +27,7 @@ from services.graph import cards
 from services.graph import worldbuilder as wb
 from services.graph.profile_synthesis import ProfileSynthesizer
 from services.runtime import Runtime
-from services.viewer import Viewer
+from services.viewer import Principals, Viewer
 
 T = TypeVar("T")
 router = APIRouter(tags=["worldbuilder"])
@@ -41,7 +41,7 @@ def _runtime(request: Request) -> Runtime:
     return rt
 
 
-def _principals(request: Request, viewer: Viewer) -> tuple[str, ...]:
+def _principals(request: Request, viewer: Viewer) -> Principals:
     return viewer.expand(_runtime(request).hierarchy)
 
 

@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
-from pydantic import ValidationError
 
 from schemas.events import DocumentEvent
 from services.collaboration import repository as repo
 from services.collaboration.weights import document_pairs
 from services.decay import HALF_LIFE_DAYS
-from services.errors import InvalidPayloadError
+from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 
@@ -34,13 +33,7 @@ class CollabHandler:
         self.documents = 0
 
     async def __call__(self, records: Sequence[Record]) -> None:
-        events: list[DocumentEvent] = []
-        for record in records:
-            try:
-                events.append(DocumentEvent.model_validate_json(record.value))
-            except ValidationError as exc:
-                loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
+        events = [ev for _, ev in await decode_or_dead_letter(records, DocumentEvent, self.dead_letters)]
         if not events:
             return
         ids = list(dict.fromkeys(e.document_id for e in events))

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
-from pydantic import ValidationError
 
 from schemas.graph import ExtractedEntity, GraphEvent
 from services.conflicts import repository as repo
@@ -33,9 +32,9 @@ from services.conflicts.resolution import (
     resolve_exclusive,
     target_key,
 )
-from services.errors import InvalidPayloadError
 from services.ids import entity_uuid, fact_uuid
 from services.ids import person_id as person_uuid
+from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.names import normalize_name
@@ -61,13 +60,7 @@ class ConflictsHandler:
         self.applied = 0
 
     async def __call__(self, records: Sequence[Record]) -> None:
-        events: list[GraphEvent] = []
-        for record in records:
-            try:
-                events.append(GraphEvent.model_validate_json(record.value))
-            except ValidationError as exc:
-                loc = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "body"
-                await self.dead_letters.send(record, InvalidPayloadError(f"{loc}: {exc.errors()[0]['msg']}", field=loc))
+        events = [ev for _, ev in await decode_or_dead_letter(records, GraphEvent, self.dead_letters)]
         if not events:
             return
         async with self.pool.acquire() as conn, conn.transaction():

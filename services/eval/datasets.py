@@ -62,6 +62,7 @@ from services.eval.gold import (
     read_predictions,
 )
 from services.eval.metrics import DEFAULT_KS, Report, Target, Visibility, score
+from services.payload_errors import first_error
 
 NAMESPACE = uuid.UUID("6f1c2a8e-3b0d-5e57-9a41-0a7d2c3e9b10")
 FALLBACK_TIME = datetime(2000, 1, 1, tzinfo=UTC)
@@ -197,9 +198,8 @@ def _speaker(ref: str, people: Mapping[str, str]) -> str:
 
 
 def _format_error(exc: ValidationError, what: str, path: str | Path, line: int) -> DatasetFormatError:
-    first = exc.errors()[0]
-    field = ".".join(str(x) for x in first["loc"])
-    return DatasetFormatError(f"{what} {field!r}: {first['msg']}", path=str(path), line=line, field=field)
+    field, msg = first_error(exc, root="")
+    return DatasetFormatError(f"{what} {field!r}: {msg}", path=str(path), line=line, field=field)
 
 
 def _events_file(path: str | Path, name: str) -> Path:

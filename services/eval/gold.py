@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from services.errors import InvalidPayloadError
+from services.payload_errors import first_error
 from services.viewer import Viewer
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -153,9 +154,7 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _field_of(exc: ValidationError) -> tuple[str, str]:
-    first = exc.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"]) or "<root>"
-    return loc, first["msg"]
+    return first_error(exc, root="<root>")
 
 
 def _read(path: str | Path, model: type[M]) -> list[M]:

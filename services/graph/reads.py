@@ -301,6 +301,28 @@ async def query_paths(
     return paths
 
 
+async def query_paths_within(
+    conn: asyncpg.Connection, *, budget_ms: int, max_depth: int, **walk: Any
+) -> tuple[list[Path], int, bool]:
+    """``query_paths`` inside a work budget: the full depth first with half the budget, then one level
+    shallower with half of what is left, down to depth 1. Returns ``(paths, depth walked, partial)``;
+    ``partial`` means the budget cut the walk short of ``max_depth``. A budget too small even for
+    depth 1 raises ``asyncpg.QueryCanceledError``."""
+    share = budget_ms / 2
+    depth = max_depth
+    while True:
+        try:
+            async with conn.transaction(readonly=True):
+                await conn.execute(f"SET LOCAL statement_timeout = {max(int(share), 50)}")
+                paths = await query_paths(conn, max_depth=depth, **walk)
+            return paths, depth, depth < max_depth
+        except asyncpg.QueryCanceledError:
+            if depth <= 1:
+                raise
+            depth -= 1
+            share /= 2
+
+
 async def relational_evidence(
     conn: asyncpg.Connection,
     *,

@@ -27,6 +27,7 @@ from services.decay import HALF_LIFE_DAYS
 from services.graph.projects import PROJECT_TYPES, person_projects, project_people
 from services.graph.reads import current_ids, query_facts, resolve_entities
 from services.graph.temporal import Params, entity_acl_sql
+from services.viewer import Principals
 
 PROFILE_VERSION = "1"
 FACT_LIMIT = 300
@@ -51,7 +52,7 @@ async def resolve(
     conn: asyncpg.Connection,
     *,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     name: str | None = None,
     subject: tuple[str, uuid.UUID] | None = None,
     type_hint: str | None = None,
@@ -69,7 +70,7 @@ async def resolve(
         return (EntityBrief(type=row["type"], id=row["id"], name=row["name"]) if row else None), []
     assert name is not None
     types = [type_hint] if type_hint and type_hint != "other" else None
-    found = await resolve_entities(conn, workspace=workspace, viewer=tuple(viewer), name=name, types=types, limit=5)
+    found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=name, types=types, limit=5)
     found = [m for m in found if m.type != "document"]
     if not found:
         return None, []
@@ -86,7 +87,7 @@ async def _person_ids(conn: asyncpg.Connection, entity: uuid.UUID) -> list[uuid.
 
 
 async def evidence_key(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], entity: EntityBrief
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, entity: EntityBrief
 ) -> tuple[str, list[uuid.UUID]]:
     """Digest of the visible evidence-document set (ids + versions) and the entity's fact fingerprint."""
     people = await _person_ids(conn, entity.id) if entity.type == "person" else []
@@ -168,7 +169,7 @@ def _merge(fields: Iterable[ProfileField], limit: int = LIST_LIMIT) -> list[Prof
 
 
 async def _collaborators(
-    conn: asyncpg.Connection, workspace: str, viewer: Sequence[str], person: uuid.UUID
+    conn: asyncpg.Connection, workspace: str, viewer: Principals, person: uuid.UUID
 ) -> list[ProfileField]:
     """Top person collaborators with the visible documents behind each edge."""
     rows = await conn.fetch(
@@ -199,7 +200,7 @@ async def _collaborators(
 
 
 async def _activity(
-    conn: asyncpg.Connection, workspace: str, viewer: Sequence[str], entity: EntityBrief
+    conn: asyncpg.Connection, workspace: str, viewer: Principals, entity: EntityBrief
 ) -> list[ProfileField]:
     """Latest visible documents the person took part in (or that name the entity)."""
     if entity.type == "person":
@@ -252,7 +253,7 @@ async def _aliases(conn: asyncpg.Connection, entity: EntityBrief) -> tuple[list[
 async def _bound_slot(
     conn: asyncpg.Connection,
     workspace: str,
-    viewer: Sequence[str],
+    viewer: Principals,
     entity: EntityBrief,
     facts: Sequence[Fact],
     predicate: str,
@@ -286,7 +287,7 @@ async def _bound_slot(
     then = await query_facts(
         conn,
         workspace=workspace,
-        viewer=tuple(viewer),
+        viewer=viewer,
         subjects=[(entity.type, entity.id)],
         as_of=host_at,
         limit=FACT_LIMIT,
@@ -296,12 +297,12 @@ async def _bound_slot(
     return host[0] if host else None
 
 
-async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], entity: EntityBrief) -> Profile:
+async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Principals, entity: EntityBrief) -> Profile:
     """The deterministic profile from what ``viewer`` can see (no summary: built after grounding)."""
     facts = await query_facts(
         conn,
         workspace=workspace,
-        viewer=tuple(viewer),
+        viewer=viewer,
         subjects=[(entity.type, entity.id)],
         limit=FACT_LIMIT,
         direction="both",
@@ -375,7 +376,7 @@ def profile_fields(profile: Profile) -> list[ProfileField]:
     return out + [f for n in _LISTS for f in getattr(profile, n)]
 
 
-async def reground(conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], profile: Profile) -> Profile:
+async def reground(conn: asyncpg.Connection, *, workspace: str, viewer: Principals, profile: Profile) -> Profile:
     """Drop every field whose evidence is not all visible to ``viewer`` now, or whose entity is not."""
     fields = profile_fields(profile)
     docs = sorted({d for f in fields for d in f.evidence}, key=str)
@@ -497,7 +498,7 @@ async def store(conn: asyncpg.Connection, workspace: str, entity: uuid.UUID, key
 
 
 async def lookup(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], entity: EntityBrief
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, entity: EntityBrief
 ) -> tuple[Profile, str, list[uuid.UUID]]:
     """(grounded profile with its summary, "hit" | "miss", evidence document ids of the returned fields)."""
     key, _ = await evidence_key(conn, workspace=workspace, viewer=viewer, entity=entity)

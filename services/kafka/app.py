@@ -3,8 +3,9 @@
 Every subscriber: its own consumer group, ``batch=True``, ``AckPolicy.NACK_ON_ERROR`` (offsets are
 committed only after the handler returned, i.e. after the stage's transaction committed and its
 downstream events were published), ``auto_offset_reset=earliest`` so a new group (replay, rebuild)
-starts from the beginning of the log. Bodies are passed through undecoded: stages validate bytes
-themselves and dead-letter what fails, so a malformed record can never wedge a partition.
+starts from the beginning of the log. Bodies and headers are passed through undecoded (``safe_batch_parser``):
+stages validate bytes themselves and dead-letter what fails, so a malformed record can never wedge a partition
+or lose its batch. A batch that fails as a whole raises, so its offsets are never committed (NACK: rewind).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from faststream import AckPolicy
 from faststream.kafka import KafkaBroker, KafkaMessage
 from pydantic import BaseModel
 
-from services.kafka.delivery import BatchHandler, DeadLetters, run_batch
+from services.kafka.clients import producer_config
+from services.kafka.decode import safe_batch_parser
+from services.kafka.delivery import BatchHandler, DeadLetterLedger, DeadLetters, run_batch
 from services.kafka.records import from_consumer_records
 from services.kafka.topics import dlq_topic
+from services.kafka.watch import DependencyWatch
 from services.settings import Settings
 
 log = logging.getLogger("orgmem.kafka")
@@ -31,13 +35,7 @@ NACK_BACKOFF_S = 2.0
 def build_broker(settings: Settings) -> KafkaBroker:
     return KafkaBroker(
         settings.kafka_bootstrap_servers,
-        client_id="orgmem",
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=5,
-        max_batch_size=1024 * 1024,
-        max_request_size=8 * 1024 * 1024,
-        request_timeout_ms=30_000,
+        **producer_config(client_id="orgmem"),
         logger=logging.getLogger("orgmem.faststream"),
         log_level=logging.DEBUG,
     )
@@ -65,14 +63,7 @@ class BrokerPublisher:
     async def start(self) -> None:
         if self._started is None:
             producer = AIOKafkaProducer(
-                bootstrap_servers=self._bootstrap,
-                client_id="orgmem-publisher",
-                acks="all",
-                enable_idempotence=True,
-                linger_ms=5,
-                max_batch_size=1024 * 1024,
-                max_request_size=8 * 1024 * 1024,
-                request_timeout_ms=30_000,
+                bootstrap_servers=self._bootstrap, **producer_config(client_id="orgmem-publisher")
             )
             await producer.start()
             self._started = producer
@@ -84,7 +75,7 @@ class BrokerPublisher:
 
     @staticmethod
     def _headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:
-        return [(k, v.encode()) for k, v in headers.items()]
+        return [(k, v.encode("utf-8", "backslashreplace")) for k, v in headers.items()]
 
     async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: dict[str, str]) -> RecordMetadata:
         return await self._producer.send_and_wait(topic, value, key=key, headers=self._headers(headers))
@@ -110,9 +101,14 @@ def subscribe_batch(
     handler: BatchHandler,
     max_records: int,
     description: str,
+    watch: DependencyWatch | None = None,
+    ledger: DeadLetterLedger | None = None,
 ) -> DeadLetters:
-    """Register ``handler`` for ``topic`` in the stage's consumer group. Returns the stage's DLQ sender."""
-    dead_letters = DeadLetters(publisher, dlq_topic(settings, stage), stage)
+    """Register ``handler`` for ``topic`` in the stage's consumer group. Returns the stage's DLQ sender.
+
+    ``watch`` tells outages from poison (the stage pauses instead of dead-lettering); ``ledger`` makes dead
+    letters idempotent and keeps the ones the broker refuses."""
+    dead_letters = DeadLetters(publisher, dlq_topic(settings, stage), stage, ledger=ledger)
 
     @broker.subscriber(
         topic,
@@ -124,6 +120,7 @@ def subscribe_batch(
         auto_offset_reset="earliest",
         max_poll_interval_ms=15 * 60 * 1000,
         decoder=_passthrough_decoder,
+        parser=safe_batch_parser,
         title=f"{stage}:{topic}",
         description=description,
     )
@@ -137,6 +134,7 @@ def subscribe_batch(
                 attempts=settings.retry_attempts,
                 base_delay=settings.retry_base_delay_s,
                 max_delay=settings.retry_max_delay_s,
+                watch=watch,
             )
         except Exception:
             log.exception("%s: batch failed, rewinding to retry after %.0fs", stage, NACK_BACKOFF_S)

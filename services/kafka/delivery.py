@@ -1,12 +1,20 @@
 """Delivery rules every stage shares.
 
-- Bounded retry with full-jitter exponential backoff for ``TransientError``.
-- Dead letters: ``<ns>.dlq.<stage>.v1`` keeps the original key and bytes; headers carry the error class,
-  message, stage, attempts and the original topic/partition/offset.
-- ``run_batch``: a batch is handled as a unit (one transaction in the stage); a permanent error is
-  isolated by re-running records one by one so a single poison record never blocks its neighbours.
-  Transient errors that outlive the retry budget dead-letter the batch when the error says so
-  (vendor, object store), otherwise they propagate and the subscriber rewinds (NACK) to try again.
+- Bounded retry with full-jitter exponential backoff for anything that is not permanent.
+- ``run_batch``: a batch is handled as a unit (one transaction in the stage). When it fails after its
+  retry budget, the failure is classified:
+  1. an outage, not poison — the stage's ``DependencyWatch`` finds a dependency down, or the error is of an
+     infrastructure class (connection lost or refused, timeouts, Postgres SQLSTATE 08/53/57/58/XX,
+     ``TransientError``): the stage holds (no offset moves), retries with capped backoff for as long as
+     it takes, and resumes by itself. Nothing is dead-lettered because a dependency was away;
+  2. otherwise the failure is the data's: the batch is bisected so every good neighbour is applied and
+     each failing record ends in the dead-letter topic with its reason — whatever its error class; an
+     unexpected class is permanent once its budget is spent, never "retry forever". Permanent errors
+     (``PermanentError``; Postgres refusing the data: SQLSTATE 22/23/54) skip the retries;
+  3. a vendor that stayed down for the whole budget dead-letters the batch (``VendorError``: no probe
+     can tell a vendor outage from a request the vendor chokes on; redrive once it is back);
+  4. without a watch (unit tests), a ``TransientError`` propagates and the subscriber rewinds.
+- Dead letters (``services.kafka.deadletters``) are idempotent per original position.
 """
 
 from __future__ import annotations
@@ -14,23 +22,63 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from services.errors import ObjectStoreError, PermanentError, TransientError, VendorError
+import asyncpg
+from aiokafka.errors import KafkaConnectionError
+
+from services.errors import PermanentError, TransientError, VendorError
+from services.kafka.deadletters import DeadLetterLedger, DeadLetters, Publisher, dead_letter_headers, safe_text
 from services.kafka.records import Record
+from services.kafka.watch import DependencyWatch
+
+__all__ = [
+    "BatchHandler",
+    "DeadLetterLedger",
+    "DeadLetters",
+    "Publisher",
+    "dead_letter_headers",
+    "is_permanent",
+    "run_batch",
+    "safe_text",
+    "with_retry",
+]
 
 log = logging.getLogger("orgmem.delivery")
 T = TypeVar("T")
 
-# Transient errors that are dead-lettered once the retry budget is spent (instead of rewinding forever):
-DEAD_LETTER_AFTER_RETRIES: tuple[type[TransientError], ...] = (VendorError, ObjectStoreError)
+# Transient errors that are dead-lettered once the retry budget is spent (no probe can tell their outage):
+DEAD_LETTER_AFTER_RETRIES: tuple[type[TransientError], ...] = (VendorError,)
+# SQLSTATE classes where Postgres refuses the data itself: 22 data exception (NUL in text, bad encoding,
+# value out of range), 23 integrity constraint violation, 54 program limit exceeded (row / index entry too big).
+DATA_REFUSED_SQLSTATE_CLASSES = ("22", "23", "54")
+# SQLSTATE classes of an unwell server, not of a record: 08 connection, 53 insufficient resources, 57 operator
+# intervention (shutdown, cannot connect now), 58 system error, XX internal error (e.g. a broken install).
+OUTAGE_SQLSTATE_CLASSES = ("08", "53", "57", "58", "XX")
+RECORD_SQLSTATES = ("57014",)  # query_canceled: a statement timeout is about the statement, i.e. the record
 
 
-class Publisher(Protocol):
-    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: dict[str, str]) -> None: ...
+def is_permanent(exc: BaseException) -> bool:
+    """Retrying cannot help: our own permanent errors and Postgres refusing the record's data."""
+    if isinstance(exc, PermanentError):
+        return True
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", None) or ""
+        return state[:2] in DATA_REFUSED_SQLSTATE_CLASSES
+    return False
+
+
+def is_outage(exc: BaseException) -> bool:
+    """The error says a dependency is unwell, whatever the record (see the module docstring)."""
+    if isinstance(exc, VendorError):
+        return False
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", None) or ""
+        return state[:2] in OUTAGE_SQLSTATE_CLASSES and state not in RECORD_SQLSTATES
+    return isinstance(
+        exc, (TransientError, OSError, asyncpg.exceptions.ConnectionDoesNotExistError, KafkaConnectionError)
+    )
 
 
 async def with_retry(
@@ -41,65 +89,25 @@ async def with_retry(
     max_delay: float,
     what: str,
 ) -> T:
-    """Call ``fn``; on ``TransientError`` sleep ``uniform(0, min(max, base * 2**n))`` and try again."""
+    """Call ``fn``; unless the error is permanent sleep ``uniform(0, min(max, base * 2**n))`` and try again."""
     for attempt in range(1, attempts + 1):
         try:
             return await fn()
-        except TransientError as exc:
-            if attempt == attempts:
+        except Exception as exc:
+            if attempt == attempts or is_permanent(exc):
                 raise
             delay = random.uniform(0, min(max_delay, base_delay * 2 ** (attempt - 1)))
             log.warning(
-                "%s: transient failure (attempt %d/%d), retrying in %.2fs: %s",
+                "%s: %s (attempt %d/%d), retrying in %.2fs: %s",
                 what,
+                type(exc).__name__,
                 attempt,
                 attempts,
                 delay,
-                exc,
+                safe_text(exc, 300),
             )
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")
-
-
-def dead_letter_headers(stage: str, record: Record, error: BaseException, attempts: int) -> dict[str, str]:
-    message = str(error)[:2000]
-    return {
-        "x-dlq-stage": stage,
-        "x-dlq-error-class": type(error).__name__,
-        "x-dlq-error-message": message,
-        "x-dlq-error-field": str(getattr(error, "field", "") or ""),
-        "x-dlq-attempts": str(attempts),
-        "x-dlq-failed-at": datetime.now(UTC).isoformat(),
-        "x-dlq-original-topic": record.topic,
-        "x-dlq-original-partition": str(record.partition),
-        "x-dlq-original-offset": str(record.offset),
-        "x-dlq-traceback": "".join(traceback.format_exception_only(type(error), error))[-1000:],
-    }
-
-
-class DeadLetters:
-    def __init__(self, publisher: Publisher, topic: str, stage: str) -> None:
-        self.publisher = publisher
-        self.topic = topic
-        self.stage = stage
-        self.count = 0
-
-    async def send(self, record: Record, error: BaseException, *, attempts: int = 1) -> None:
-        headers = dead_letter_headers(self.stage, record, error, attempts)
-        # keep the original headers too (prefixed), so a redrive can restore them
-        for k, v in record.headers:
-            if not k.startswith("x-dlq-"):
-                headers[f"x-orig-{k}"] = v.decode("utf-8", "replace")
-        await self.publisher.send(self.topic, record.value, key=record.key, headers=headers)
-        self.count += 1
-        log.error(
-            "dead-lettered %s [%s] to %s: %s: %s",
-            record.position,
-            self.stage,
-            self.topic,
-            type(error).__name__,
-            error,
-        )
 
 
 BatchHandler = Callable[[Sequence[Record]], Awaitable[None]]
@@ -113,25 +121,44 @@ async def run_batch(
     attempts: int,
     base_delay: float,
     max_delay: float,
+    watch: DependencyWatch | None = None,
 ) -> None:
-    """Handle ``records`` with retries; isolate permanent failures; dead-letter what cannot succeed."""
+    """Handle ``records``: retry, wait out outages, isolate and dead-letter what fails on its own."""
     if not records:
         return
     what = f"{dead_letters.stage} batch of {len(records)} at {records[0].position}"
-    try:
-        await with_retry(
-            lambda: handler(records), attempts=attempts, base_delay=base_delay, max_delay=max_delay, what=what
-        )
-        return
-    except PermanentError as exc:
-        if len(records) == 1:
-            await dead_letters.send(records[0], exc)
+    while True:
+        try:
+            await with_retry(
+                lambda: handler(records), attempts=attempts, base_delay=base_delay, max_delay=max_delay, what=what
+            )
+            if watch is not None:
+                watch.resume(what)
             return
-    except DEAD_LETTER_AFTER_RETRIES as exc:
-        # The dependency stayed down for the whole retry budget: every record of the batch failed on it.
-        for record in records:
-            await dead_letters.send(record, exc, attempts=attempts)
+        except Exception as exc:
+            failure: Exception = exc
+        if is_permanent(failure):
+            break
+        if isinstance(failure, DEAD_LETTER_AFTER_RETRIES):
+            for record in records:  # the vendor stayed down for the whole budget
+                await dead_letters.send(record, failure, attempts=attempts)
+            return
+        if watch is None:
+            if isinstance(failure, TransientError):
+                raise failure  # cannot tell an outage from poison here: the subscriber rewinds
+            break
+        if await watch.wait_while_down(what):
+            continue  # a dependency was down and is back: a fresh budget
+        if is_outage(failure):
+            await watch.hold(what, failure)  # the probes pass but the dependency still fails: hold on
+            continue
+        break  # every dependency is up and the error is not theirs: the failure is the data's
+    if len(records) > 1:
+        log.warning("%s failed (%s): isolating the failing record(s)", what, type(failure).__name__)
+        mid = len(records) // 2
+        for half in (records[:mid], records[mid:]):
+            await run_batch(
+                half, handler, dead_letters, attempts=attempts, base_delay=base_delay, max_delay=max_delay, watch=watch
+            )
         return
-    # A permanent error in a batch: isolate: one record at a time, each with its own retry budget.
-    for record in records:
-        await run_batch([record], handler, dead_letters, attempts=attempts, base_delay=base_delay, max_delay=max_delay)
+    await dead_letters.send(records[0], failure, attempts=1 if is_permanent(failure) else attempts)

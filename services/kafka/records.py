@@ -39,7 +39,10 @@ def from_consumer_records(raw: Any) -> list[Record]:
             offset=r.offset,
             key=r.key,
             value=r.value if r.value is not None else b"",
-            headers=tuple((k, v if isinstance(v, bytes) else str(v).encode()) for k, v in (r.headers or ())),
+            headers=tuple(
+                (k, v if isinstance(v, bytes) else b"" if v is None else str(v).encode("utf-8", "replace"))
+                for k, v in (r.headers or ())
+            ),
             timestamp_ms=r.timestamp,
         )
         for r in items

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.admin import NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import TopicAlreadyExistsError, for_code
 
+from services.kafka.clients import DLQ_MAX_BYTES, INPUT_MAX_BYTES, kafka_admin
 from services.settings import Settings
 
 HOUR_MS = 3_600_000
@@ -14,6 +16,15 @@ DAY_MS = 24 * HOUR_MS
 
 # Stages that consume and can dead-letter. Names are stable: they appear in topic and group names.
 STAGES: tuple[str, ...] = ("ingest", "embed", "extract", "conflicts", "collab", "retrieve")
+# The input topic of each stage (its dead letters are that topic's records).
+STAGE_INPUTS: dict[str, str] = {
+    "ingest": "envelopes",
+    "embed": "chunks",
+    "extract": "documents",
+    "conflicts": "graph",
+    "collab": "documents",
+    "retrieve": "rpc.retrieve",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +45,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
                 "retention.ms": "-1",
                 "retention.bytes": "-1",
                 "cleanup.policy": "delete",
-                "max.message.bytes": "8388608",
+                "max.message.bytes": str(INPUT_MAX_BYTES),
             },
             "ChangeEnvelope events from connectors and HTTP ingress; infinite retention (source of truth)",
         ),
@@ -52,7 +63,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         TopicSpec(
             f"dlq.{stage}",
             min(p, 3),
-            {"retention.ms": str(30 * DAY_MS)},
+            # anything the input topic accepted, plus the dead-letter headers
+            {"retention.ms": str(30 * DAY_MS), "max.message.bytes": str(DLQ_MAX_BYTES)},
             f"dead letters of the {stage} stage",
         )
         for stage in STAGES
@@ -64,33 +76,69 @@ def dlq_topic(settings: Settings, stage: str) -> str:
     return settings.topic(f"dlq.{stage}")
 
 
+@dataclass(frozen=True, slots=True)
+class TopicsResult:
+    created: list[str]
+    updated: list[str]  # existing topics whose configs differed from the spec and were set to it
+
+
 async def ensure_topics(settings: Settings) -> list[str]:
-    """Create missing topics; returns the names created now. Existing topics are left as they are."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers, request_timeout_ms=30_000)
-    await admin.start()
-    try:
+    """Create missing topics and bring existing ones to the spec's configs; returns the names created now."""
+    return (await apply_topics(settings)).created
+
+
+async def apply_topics(settings: Settings) -> TopicsResult:
+    """Create missing topics; set the configs of existing ones that differ from the spec (``orgmem topics create``)."""
+    async with kafka_admin(settings.kafka_bootstrap_servers) as admin:
         existing = set(await admin.list_topics())
-        wanted = [
-            NewTopic(settings.topic(s.logical), s.partitions, 1, topic_configs=s.configs)
-            for s in topic_specs(settings)
-            if settings.topic(s.logical) not in existing
-        ]
+        specs = {settings.topic(s.logical): s for s in topic_specs(settings)}
         created: list[str] = []
-        for topic in wanted:  # one by one: a concurrent creator must not fail the others
+        for name, spec in specs.items():  # one by one: a concurrent creator must not fail the others
+            if name in existing:
+                continue
             try:
-                await admin.create_topics([topic])
-                created.append(topic.name)
+                await admin.create_topics([NewTopic(name, spec.partitions, 1, topic_configs=spec.configs)])
+                created.append(name)
             except TopicAlreadyExistsError:
-                pass
-        return created
-    finally:
-        await admin.close()
+                existing.add(name)
+        updated: list[str] = []
+        present = [n for n in specs if n in existing and n not in created and specs[n].configs]
+        if present:
+            described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in present])
+            current = _topic_configs(described)
+            stale = [n for n in present if any(current.get(n, {}).get(k) != v for k, v in specs[n].configs.items())]
+            if stale:
+                # AlterConfigs replaces a topic's whole override set: send the full spec of each topic
+                responses = await admin.alter_configs(
+                    [ConfigResource(ConfigResourceType.TOPIC, n, configs=dict(specs[n].configs)) for n in stale]
+                )
+                for response in responses:
+                    for error_code, error_message, _type, name in getattr(response, "resources", []):
+                        if error_code:
+                            raise for_code(error_code)(f"altering the configs of {name}: {error_message}")
+                updated = stale
+        return TopicsResult(created, updated)
+
+
+def _topic_configs(responses: list[object]) -> dict[str, dict[str, str]]:
+    """``{topic: {config: value}}`` from DescribeConfigs responses (aiokafka returns raw protocol structs)."""
+    out: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for resource in getattr(response, "resources", []):
+            # (error_code, error_message, resource_type, resource_name, config_entries)
+            name, entries = resource[3], resource[4]
+            out[name] = {e[0]: e[1] for e in entries}
+    return out
+
+
+async def topic_configs(settings: Settings, names: list[str]) -> dict[str, dict[str, str]]:
+    async with kafka_admin(settings.kafka_bootstrap_servers) as admin:
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in names])
+        return _topic_configs(described)
 
 
 async def describe_topics(settings: Settings) -> list[dict[str, object]]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers, request_timeout_ms=30_000)
-    await admin.start()
-    try:
+    async with kafka_admin(settings.kafka_bootstrap_servers) as admin:
         names = [settings.topic(s.logical) for s in topic_specs(settings)]
         existing = set(await admin.list_topics())
         present = [n for n in names if n in existing]
@@ -101,5 +149,3 @@ async def describe_topics(settings: Settings) -> list[dict[str, object]]:
             d = by_name.get(name)
             out.append({"topic": name, "exists": d is not None, "partitions": len(d["partitions"]) if d else 0})
         return out
-    finally:
-        await admin.close()

@@ -10,15 +10,20 @@ from services.settings import Settings
 
 
 async def cmd_dlq(settings: Settings, args: argparse.Namespace) -> int:
-    from services.ops.dlq import read_dead_letters, redrive
+    from services.ops.dlq import read_dead_letters, read_stored_letters, redrive
 
     if args.action == "list":
         letters = await read_dead_letters(settings, args.stage, limit=args.limit)
-        for letter in letters:
+        stored = await read_stored_letters(settings, args.stage, limit=args.limit)
+        for letter in letters + stored:
             print(json.dumps(letter.summary()))
-        print(f"{len(letters)} dead letter(s) in {settings.topic('dlq.' + args.stage)}")
+        print(
+            f"{len(letters)} dead letter(s) in {settings.topic('dlq.' + args.stage)},"
+            f" {len(stored)} kept in Postgres (the broker refused them)"
+        )
     elif args.action == "show":
-        for letter in await read_dead_letters(settings, args.stage):
+        everything = await read_dead_letters(settings, args.stage) + await read_stored_letters(settings, args.stage)
+        for letter in everything:
             if args.position in (
                 None,
                 letter.record.position,

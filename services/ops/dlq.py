@@ -1,5 +1,8 @@
 """Dead letters: list, show and redrive ``<ns>.dlq.<stage>.v1``.
 
+Dead letters live in the topic; the few the broker refused (e.g. larger than the topic allows) are kept in the
+projection's ``dead_letters`` table instead (``published = false``) — ``list``/``show``/``redrive`` cover both.
+
 Redrive re-produces each dead letter's original bytes (key and headers restored) to its original
 topic, committing progress in the consumer group ``<prefix>om-dlq-redrive-<stage>`` so a dead letter
 is redriven once even if the command is run again. A filtered redrive (``--error-class``) never
@@ -8,11 +11,16 @@ commits past a letter it skipped, so those stay for a later redrive. Fix the cau
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from services.db.pool import quote_ident
+from services.kafka.clients import producer_config
+from services.kafka.deadletters import stored_letters
 from services.kafka.records import Record, from_consumer_records, stop_consumer, topic_partitions
 from services.kafka.topics import dlq_topic
 from services.settings import Settings
@@ -21,6 +29,7 @@ from services.settings import Settings
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     record: Record
+    stored: bool = False  # kept in Postgres (the broker refused it); ``record`` is the original record then
 
     @property
     def error_class(self) -> str:
@@ -47,6 +56,7 @@ class DeadLetter:
             "message": self.message[:300],
             "original": self.original,
             "failed_at": self.record.header("x-dlq-failed-at"),
+            "stored_in": "postgres" if self.stored else "topic",
         }
 
 
@@ -89,8 +99,65 @@ async def read_dead_letters(
         await stop_consumer(consumer)
 
 
+async def _connect(settings: Settings) -> asyncpg.Connection:
+    conn: asyncpg.Connection = await asyncpg.connect(
+        settings.database_url, server_settings={"search_path": f"{quote_ident(settings.db_schema)}, public"}
+    )
+    return conn
+
+
+def _stored_letter(row: Any) -> DeadLetter:
+    headers: dict[str, str] = json.loads(bytes(row["headers"]))
+    record = Record(
+        topic=row["topic"],
+        partition=row["kafka_partition"],
+        offset=row["kafka_offset"],
+        key=None if row["record_key"] is None else bytes(row["record_key"]),
+        value=bytes(row["value"] or b""),
+        headers=tuple((k, v.encode()) for k, v in headers.items()),
+    )
+    return DeadLetter(record, stored=True)
+
+
+async def read_stored_letters(settings: Settings, stage: str, *, limit: int | None = None) -> list[DeadLetter]:
+    """Dead letters the broker refused, kept in Postgres and not redriven yet."""
+    conn = await _connect(settings)
+    try:
+        return [_stored_letter(r) for r in await stored_letters(conn, stage, limit=limit)]
+    finally:
+        await conn.close()
+
+
+async def redrive_stored(
+    settings: Settings, stage: str, producer: AIOKafkaProducer, *, error_class: str | None, dry_run: bool
+) -> int:
+    conn = await _connect(settings)
+    sent = 0
+    try:
+        for letter in [_stored_letter(r) for r in await stored_letters(conn, stage)]:
+            if error_class and letter.error_class != error_class:
+                continue
+            r = letter.record
+            headers = [(k[len("x-orig-") :], v) for k, v in r.headers if k.startswith("x-orig-")]
+            headers.append(("x-redriven-from", f"postgres:{stage}:{r.position}".encode()))
+            if not dry_run:
+                await producer.send_and_wait(r.topic, r.value, key=r.key, headers=headers)
+                await conn.execute(
+                    "UPDATE dead_letters SET redriven_at = now(), value = NULL WHERE stage = $1 AND topic = $2"
+                    " AND kafka_partition = $3 AND kafka_offset = $4",
+                    stage,
+                    r.topic,
+                    r.partition,
+                    r.offset,
+                )
+            sent += 1
+        return sent
+    finally:
+        await conn.close()
+
+
 async def redrive(settings: Settings, stage: str, *, error_class: str | None = None, dry_run: bool = False) -> int:
-    """Re-produce dead letters to their original topics; returns how many were redriven."""
+    """Re-produce dead letters (topic and Postgres-stored) to their original topics; returns how many."""
     group = f"{settings.group_prefix}om-dlq-redrive-{stage}"
     topic = dlq_topic(settings, stage)
     consumer = AIOKafkaConsumer(
@@ -100,7 +167,9 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, **producer_config(client_id="orgmem-redrive")
+    )
     await consumer.start()
     await producer.start()
     sent = 0
@@ -136,7 +205,7 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
                         commit_at[tp] = rec.offset + 1
             if not dry_run and commit_at:
                 await consumer.commit(dict(commit_at))
-        return sent
+        return sent + await redrive_stored(settings, stage, producer, error_class=error_class, dry_run=dry_run)
     finally:
         await producer.stop()
         await stop_consumer(consumer)

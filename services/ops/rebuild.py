@@ -65,7 +65,7 @@ async def rebuild(
     await ensure_topics(target)
     stages = projection_stages()
     began = time.perf_counter()
-    rt = await start_runtime(target, stages)
+    rt = await start_runtime(target, stages, api=False)
     try:
         zero_since: float | None = None
         while time.perf_counter() - began < timeout_s:

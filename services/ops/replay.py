@@ -17,14 +17,16 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
+from services.kafka.deadletters import PgDeadLetterLedger
 from services.kafka.delivery import DeadLetters, run_batch
 from services.kafka.records import from_consumer_records, stop_consumer, topic_partitions
 from services.kafka.topics import dlq_topic
 from services.replaying import REPLAYING
 from services.runtime import build_runtime
 from services.settings import Settings
+from services.stagekit import dependency_watch
 from services.stages import STAGES, replayable_stages
-from services.wiring import build_clients
+from services.wiring import clients_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +58,11 @@ async def replay(
     if stage not in replayable_stages():
         raise SystemExit(f"cannot replay {stage!r}; stages: {', '.join(replayable_stages())}")
     chosen = STAGES[stage]
-    rt = await build_runtime(settings, build_clients)
+    rt = await build_runtime(settings, clients_for(chosen.clients))
     await rt.start()
     topic = chosen.input_topic(settings)
-    dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage)
+    dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage, ledger=PgDeadLetterLedger(rt.pool))
+    watch = dependency_watch(rt, stage)
     handler = chosen.build_handler(rt, dead_letters)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers,
@@ -100,6 +103,7 @@ async def replay(
                         attempts=settings.retry_attempts,
                         base_delay=settings.retry_base_delay_s,
                         max_delay=settings.retry_max_delay_s,
+                        watch=watch,
                     )
                     done += len(records)
             for tp in list(active):

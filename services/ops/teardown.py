@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 
 import asyncpg
-from aiokafka.admin import AIOKafkaAdminClient
 
 from services.db.pool import quote_ident
+from services.kafka.clients import kafka_admin
 
 log = logging.getLogger("orgmem.teardown")
 PROTECTED_SCHEMAS = frozenset({"public", "orgmem"})
@@ -42,18 +42,15 @@ async def delete_topics(bootstrap_servers: str, namespace: str) -> int:
     gone or refuses is logged, not raised (leftover topics are harmless, only wasteful)."""
     if namespace in PROTECTED_NAMESPACES:
         raise ValueError(f"refusing to delete the topics of namespace {namespace!r}")
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=10_000)
     try:
-        await admin.start()
-        names = [t for t in await admin.list_topics() if t.startswith(f"{namespace}.")]
-        if names:
-            await admin.delete_topics(names)
-        return len(names)
+        async with kafka_admin(bootstrap_servers, request_timeout_ms=10_000) as admin:
+            names = [t for t in await admin.list_topics() if t.startswith(f"{namespace}.")]
+            if names:
+                await admin.delete_topics(names)
+            return len(names)
     except Exception as exc:
         log.warning("could not delete the topics of %s: %s", namespace, exc)
         return 0
-    finally:
-        await admin.close()
 
 
 async def drop_namespace(database_url: str, bootstrap_servers: str, *, schema: str, namespace: str) -> None:

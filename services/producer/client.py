@@ -17,10 +17,11 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from pydantic import ValidationError
 
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, envelope_from_json, validate_envelope
+from schemas.validation import Rejected
 from services.errors import InvalidPayloadError
+from services.kafka.clients import INPUT_MAX_BYTES, producer_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +33,14 @@ class ProducedRecord:
 
 
 def to_envelope(item: ChangeEnvelope | Mapping[str, Any]) -> ChangeEnvelope:
-    if isinstance(item, ChangeEnvelope):
-        return item
+    """The envelope as ingest will see it: the same check as HTTP ingress and the ingest stage (a model
+    built in Python is re-validated from its JSON, the form it travels in)."""
     try:
-        return ChangeEnvelope.model_validate(item)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "body"
-        raise InvalidPayloadError(f"{loc}: {first['msg']}", field=loc) from None
+        if isinstance(item, ChangeEnvelope):
+            return envelope_from_json(item.model_dump_json())
+        return validate_envelope(dict(item))
+    except Rejected as exc:
+        raise InvalidPayloadError(str(exc), field=exc.field) from None
 
 
 class EnvelopeProducer:
@@ -47,11 +48,7 @@ class EnvelopeProducer:
         self.topic = topic
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap_servers,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=linger_ms,
-            max_request_size=8 * 1024 * 1024,
-            max_batch_size=1024 * 1024,
+            **producer_config(client_id="orgmem-producer", linger_ms=linger_ms, max_request_size=INPUT_MAX_BYTES),
         )
 
     async def __aenter__(self) -> EnvelopeProducer:

@@ -10,6 +10,7 @@ from typing import Any
 from schemas.graph import Fact, Path
 from services.graph import reads
 from services.settings import Settings
+from services.viewer import Principals
 from tests.integration.helpers import connect
 
 WS = "default"
@@ -20,7 +21,9 @@ async def entity_id(
 ) -> uuid.UUID | None:
     conn = await connect(settings)
     try:
-        found = await reads.resolve_entities(conn, workspace=WS, viewer=tuple(viewer), name=name, types=types)
+        found = await reads.resolve_entities(
+            conn, workspace=WS, viewer=Principals(tuple(viewer)), name=name, types=types
+        )
         exact = [m for m in found if m.score >= 0.95]
         return exact[0].id if exact else None
     finally:
@@ -32,11 +35,13 @@ async def facts_of(
 ) -> list[Fact]:
     conn = await connect(settings)
     try:
-        found = await reads.resolve_entities(conn, workspace=WS, viewer=tuple(viewer), name=name, types=["person"])
+        found = await reads.resolve_entities(
+            conn, workspace=WS, viewer=Principals(tuple(viewer)), name=name, types=["person"]
+        )
         if not found:
             return []
         facts = await reads.query_facts(
-            conn, workspace=WS, viewer=tuple(viewer), subjects=[("person", found[0].id)], **temporal
+            conn, workspace=WS, viewer=Principals(tuple(viewer)), subjects=[("person", found[0].id)], **temporal
         )
         return [f for f in facts if predicate is None or f.predicate == predicate]
     finally:
@@ -53,7 +58,7 @@ async def facts_by_id(
     conn = await connect(settings)
     try:
         facts = await reads.query_facts(
-            conn, workspace=WS, viewer=tuple(viewer), subjects=[("person", subject)], as_of=as_of
+            conn, workspace=WS, viewer=Principals(tuple(viewer)), subjects=[("person", subject)], as_of=as_of
         )
         return [f for f in facts if f.predicate == predicate]
     finally:
@@ -63,6 +68,8 @@ async def facts_by_id(
 async def paths_from(settings: Settings, seed: uuid.UUID, viewer: Sequence[str], **kw: Any) -> list[Path]:
     conn = await connect(settings)
     try:
-        return await reads.query_paths(conn, workspace=WS, viewer=tuple(viewer), seeds=[("person", seed)], **kw)
+        return await reads.query_paths(
+            conn, workspace=WS, viewer=Principals(tuple(viewer)), seeds=[("person", seed)], **kw
+        )
     finally:
         await conn.close()

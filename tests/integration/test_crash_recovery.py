@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -12,14 +11,18 @@ from typing import Any
 import pytest
 
 from services.settings import Settings
+from tests.integration.conftest import REPO
 from tests.integration.helpers import envelope, eventually, fetchval, later, principal, produce, settings_env
 
 N = 3000
 
 
 def _start_ingest(settings: Settings, log: Any) -> subprocess.Popen[bytes]:
+    # ``python -m services.cli`` from the checkout under test (the ``orgmem`` script would import whichever
+    # checkout the shared venv's editable install points at)
     return subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "orgmem"), "run", "ingest"],
+        [sys.executable, "-m", "services.cli", "run", "ingest"],
+        cwd=REPO,
         env=settings_env(settings),
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -19,6 +19,7 @@ from embedder.repository import ensure_hnsw_index
 from retriever.search import DenseConfig, SearchScope, dense_arm, dense_exact, pgvector_version
 from services.db.vectors import sql_literal
 from services.settings import Settings
+from services.viewer import Principals
 from tests.integration.helpers import connect
 
 DIM = 16
@@ -69,7 +70,7 @@ async def test_filtered_dense_arm_matches_exact_search_on_either_pgvector(settin
         await conn.execute("ANALYZE chunks")
         version = await pgvector_version(conn)
         cfg = DenseConfig(model=model, dim=DIM, pgvector=version)
-        scope = SearchScope(workspace="w", viewer=("g:viewer",))
+        scope = SearchScope(workspace="w", viewer=Principals(("g:viewer",)))
         visible = {str(cid) for cid, _, p, _ in rows if p == ["g:viewer"]}
         recalls = []
         strategies = set()

@@ -10,6 +10,7 @@ import pytest
 
 from retriever import search as sql
 from services.settings import Settings
+from services.viewer import Principals
 from tests.integration.helpers import connect
 
 VIEWER = "group:readers"
@@ -61,7 +62,7 @@ async def test_rare_terms_generate_candidates_and_rank_like_the_full_scan(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labels = await _load(settings, 300)
-    scope = sql.SearchScope("default", (VIEWER,))
+    scope = sql.SearchScope("default", Principals((VIEWER,)))
     conn = await connect(settings)
     try:
         stats = await sql.lexeme_stats(conn)

@@ -12,10 +12,10 @@ from services.ops.dlq import read_dead_letters
 from services.settings import Settings
 from services.stagekit import Stage
 from tests.integration.helpers import ensure_test_topics, eventually
-from tests.stage_behaviour import BATCH_STAGES, Letter, StageHarness, poison_goes_to_the_stage_dead_letter_topic
+from tests.stage_behaviour import STAGES, Letter, StageHarness, poison_goes_to_the_stage_dead_letter_topic
 
 
-@pytest.mark.parametrize("stage", BATCH_STAGES, ids=lambda s: s.name)
+@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, settings: Settings, pipeline: Any) -> None:
     await ensure_test_topics(settings)
     rt = await pipeline(stage.name)

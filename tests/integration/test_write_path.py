@@ -186,15 +186,22 @@ async def _letters(settings: Settings, n: int) -> Any:
     return letters if len(letters) >= n else None
 
 
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def test_object_store_down_leaves_no_document_without_blob(settings_factory: Any, pipeline: Any) -> None:
     broken = await settings_factory(s3_endpoint="127.0.0.1:9", retry_attempts=2)
-    await pipeline("ingest", settings_override=broken)
+    rt = await pipeline("ingest", settings_override=broken)
     g = principal()
     await produce(broken, envelope("S/1", "needs its blob", principals=[g]))
-    letters = await eventually(lambda: _letters(broken, 1), timeout=60)
-    assert letters[0].error_class == "ObjectStoreError"
+    # an outage is not poison (issue 12): the stage pauses and says so, nothing is dead-lettered
+    watch = rt.watches["ingest"]
+    await eventually(lambda: _true(watch.paused), timeout=60)
+    assert watch.state()["down"] == ["object_store"]
     assert await fetchval(broken, "SELECT count(*) FROM documents") == 0
     assert await fetchval(broken, "SELECT count(*) FROM processed_events") == 0
+    assert await read_dead_letters(broken, "ingest") == []
 
 
 async def test_replay_twice_leaves_projection_unchanged(settings: Settings, pipeline: Any) -> None:

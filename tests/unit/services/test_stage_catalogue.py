@@ -64,3 +64,37 @@ def test_the_processed_event_keys_of_each_repository_are_the_catalogue_names() -
         services.collaboration.repository.STAGE,
     }
     assert keys == set(projection_stages())
+
+
+def test_a_process_builds_only_the_clients_its_stages_and_api_need() -> None:
+    from services.stages import clients_needed
+
+    assert clients_needed(["ingest"], api=False) == frozenset()
+    assert clients_needed(["ingest", "embed"], api=False) == {"embedder"}
+    assert clients_needed(["extract", "conflicts", "collab"], api=False) == {"llm_extractor"}
+    assert clients_needed(["retrieve"], api=False) == {"embedder", "reranker", "synthesizer"}
+    assert clients_needed([], api=True) == {"embedder", "reranker", "synthesizer"}
+
+
+def test_the_factory_leaves_out_what_is_not_needed_even_when_configured() -> None:
+    from services.embedding_config import embedding_config
+    from services.taxonomy import default_registry
+    from services.wiring import clients_for
+
+    s = Settings(
+        database_url="postgresql://none/none",
+        kafka_bootstrap_servers="none:9092",
+        embedding_provider="hash",
+        rerank_url="http://127.0.0.1:9/rerank",
+        llm_base_url="http://127.0.0.1:9/v1",
+    )
+    ingest_only = clients_for(frozenset())(s, embedding_config(s), default_registry())
+    assert (ingest_only.embedder, ingest_only.reranker, ingest_only.synthesizer, ingest_only.llm_extractor) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    embed_only = clients_for(frozenset({"embedder"}))(s, embedding_config(s), default_registry())
+    assert embed_only.embedder is not None and embed_only.embedder.model == embedding_config(s).model
+    assert embed_only.reranker is None and embed_only.llm_extractor is None

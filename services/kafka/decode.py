@@ -1,0 +1,74 @@
+"""Decoding records is ours, and it never fails a batch.
+
+- ``safe_batch_parser``: FastStream's batch parser decodes every header value as UTF-8 before our handler
+  runs; one non-UTF-8 header failed the whole poll. This parser hands FastStream a copy whose header
+  values are decoded with replacement, and keeps the untouched records (raw bytes) for the handler.
+- ``decode_or_dead_letter``: check each record's headers (UTF-8) and validate its value against a model;
+  what does not decode is dead-lettered with the field at fault, the rest is returned in log order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from services.errors import InvalidPayloadError
+from services.kafka.deadletters import DeadLetters
+from services.kafka.records import Record
+from services.payload_errors import invalid_payload
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _printable_headers(headers: Sequence[tuple[str, Any]]) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for k, v in headers or ():
+        raw = v if isinstance(v, bytes) else b"" if v is None else str(v).encode("utf-8", "replace")
+        out.append((k, raw.decode("utf-8", "replace").encode()))
+    return out
+
+
+async def safe_batch_parser(raw: Any, original: Callable[[Any], Awaitable[Any]]) -> Any:
+    """A FastStream custom parser (``parser=``) for batch subscribers; see the module docstring."""
+    records = raw if isinstance(raw, (tuple, list)) else (raw,)
+    printable = tuple(dataclasses.replace(r, headers=_printable_headers(r.headers)) for r in records)
+    message = await original(printable if isinstance(raw, (tuple, list)) else printable[0])
+    message.raw_message = raw  # the handler reads the original bytes
+    return message
+
+
+def check_headers(record: Record) -> None:
+    """Every header value must be UTF-8 (what our producers write); ``headers.<name>`` names the culprit."""
+    for name, value in record.headers:
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidPayloadError(
+                f"headers.{name}: header value is not UTF-8 ({exc.reason} at byte {exc.start})",
+                field=f"headers.{name}",
+            ) from None
+
+
+def decode(record: Record, model: type[M]) -> M:
+    """Check the headers and validate the value; ``InvalidPayloadError`` names the first field at fault."""
+    check_headers(record)
+    try:
+        return model.model_validate_json(record.value)
+    except ValidationError as exc:
+        raise invalid_payload(exc) from None
+
+
+async def decode_or_dead_letter(
+    records: Sequence[Record], model: type[M], dead_letters: DeadLetters
+) -> list[tuple[Record, M]]:
+    """The records that validate against ``model`` (in order); the others are dead-lettered."""
+    out: list[tuple[Record, M]] = []
+    for record in records:
+        try:
+            out.append((record, decode(record, model)))
+        except InvalidPayloadError as exc:
+            await dead_letters.send(record, exc)
+    return out
