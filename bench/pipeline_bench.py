@@ -30,9 +30,9 @@ from typing import Any
 from common import REPO, drop, isolated_settings, write_result
 
 from embedder.providers import build_embedder
-from ingest.handler import embedding_input
 from services.db.pool import create_pool
 from services.embedding_config import provider_kwargs
+from services.embedding_input import embedding_input
 from services.eval.datasets import iter_envelopes
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -51,9 +52,34 @@ def _no_keep(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+@contextlib.contextmanager
+def _stack(*managers: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for m in managers:
+            stack.enter_context(m)
+        yield
+
+
+def _weights(lexical: float, dense: float) -> contextlib.AbstractContextManager[None]:
+    from types import MappingProxyType
+
+    from retriever import compose
+
+    names, cfg = compose.ARM_PRESETS["full"]
+    w = MappingProxyType({**cfg.arm_weights, "lexical": lexical, "dense": dense})
+    presets = {**compose.ARM_PRESETS, "full": (names, dataclasses.replace(cfg, arm_weights=w))}
+    return patched(service_mod, "ARM_PRESETS", presets)
+
+
 VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
+    "w55": ("full", lambda: _weights(0.5, 0.5)),
+    "w64": ("full", lambda: _weights(0.6, 0.4)),
+    "w46": ("full", lambda: _weights(0.4, 0.6)),
     "base": ("full", contextlib.nullcontext),
     "prf": ("full", lambda: patched(search, "PRF_ENABLED", True)),
+    "noprf": ("full", lambda: patched(search, "PRF_ENABLED", False)),
+    "prf02": ("full", lambda: patched(search, "PRF_WEIGHT", 0.2)),
+    "prf02w55": ("full", lambda: _stack(patched(search, "PRF_WEIGHT", 0.2), _weights(0.5, 0.5))),
     "autocut": ("full", lambda: patched(service_mod, "fuse_and_rank", _no_keep(service_mod.fuse_and_rank))),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ class EmbedHandler:
 
     async def __call__(self, records: Sequence[Record]) -> None:
         events = await decode_or_dead_letter(records, ChunksToEmbed, self.dead_letters)
+        began = time.perf_counter()
         model = self.embedder.model
         ids = list(dict.fromkeys(cid for _, ev in events for cid in ev.chunk_ids))
         async with self.pool.acquire() as conn:
@@ -64,13 +66,18 @@ class EmbedHandler:
         for c in pending:
             by_hash.setdefault(c.content_hash, []).append((c.id, c.content_hash))
         tokens = calls = 0
-        hashes = list(todo)
+        # shortest first, so each model batch holds texts of similar length: padding to a batch's longest text
+        # (and attention, quadratic in it) is what a mixed batch wastes; the provider alone sorts the same way
+        hashes = sorted(todo, key=lambda h: len(todo[h]))
         group = max(1, self.embedder.max_batch * self.group_batches)
         writing: asyncio.Task[int] | None = None
+        model_s = 0.0
         try:
             for start in range(0, len(hashes), group):
                 part = hashes[start : start + group]
+                t_model = time.perf_counter()
                 vectors = await self.embedder.embed([todo[h] for h in part])  # the previous group is being stored
+                model_s += time.perf_counter() - t_model
                 usage = self.embedder.last_usage
                 tokens, calls = tokens + usage.tokens, calls + usage.calls
                 fresh = dict(zip(part, vectors, strict=True))
@@ -109,6 +116,15 @@ class EmbedHandler:
                         round(tokens * n / total),
                     )
         self.embedded_total += len(pending)
+        log.debug(
+            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, model %.3fs of %.3fs",
+            len(records),
+            len(pending),
+            len(todo),
+            calls,
+            model_s,
+            time.perf_counter() - began,
+        )
 
     async def _store(self, model: str, fresh: dict[str, list[float]], assign: list[tuple[uuid.UUID, str]]) -> int:
         async with self.pool.acquire() as conn, conn.transaction():

@@ -26,6 +26,7 @@ from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
+from ingest.membership import apply_memberships, is_membership
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
@@ -133,6 +134,10 @@ class IngestHandler:
                 new.append(p)
         refused = {id(p) for p in conflicts}
         parsed = [p for p in parsed if id(p) not in refused]
+        # org directory changes apply in the same transaction (ingest/membership.py); they touch no document
+        await apply_memberships(conn, [p.env for p in new if is_membership(p.env)])
+        parsed = [p for p in parsed if not is_membership(p.env)]
+        new = [p for p in new if not is_membership(p.env)]
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}

@@ -202,8 +202,10 @@ async def dense_arm(
         return DenseResult([], "empty_viewer")
     ef = min(MAX_EF_SEARCH, max(cfg.ef_search, k))
     if cfg.pgvector >= (0, 8):
-        ids = await _dense_hnsw(conn, scope, vector, cfg, k, max(k, 100), iterative=True)
-        return DenseResult(ids, "hnsw_iterative", ef_search=max(k, 100))
+        # the same ef_search as the over-fetch path: ef 100 gave recall@10 0.85-0.91 under ACL filters at 100k
+        # chunks of HERB text (target >= 0.95); the iterative scan then only fetches k rows
+        ids = await _dense_hnsw(conn, scope, vector, cfg, k, ef, iterative=True)
+        return DenseResult(ids, "hnsw_iterative", ef_search=ef)
     probe = await visible_vectors(conn, scope, cfg, cfg.exact_threshold)
     if probe < cfg.exact_threshold:
         return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "exact", probe=probe)
@@ -467,7 +469,7 @@ async def write_audit(
     )
 
 
-PRF_ENABLED = False
+PRF_ENABLED = True
 """Whether the product's ``full`` arm runs pseudo-relevance feedback (baselines never do); see the README."""
 PRF_DOCS = 5
 PRF_TERMS = 8
@@ -530,7 +532,7 @@ async def lexical_arm_prf(
     ]
     terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
     terms = list(terms or [])[:BM25_MAX_TERMS]
-    extra = prf_expansion(docs, terms, stats)
+    extra = prf_expansion(docs, terms, stats, max_terms=PRF_TERMS, weight=PRF_WEIGHT)
     if not extra:
         return first
     second = await bm25(

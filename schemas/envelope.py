@@ -39,6 +39,7 @@ class Op(StrEnum):
     UPSERT = "upsert"
     DELETE = "delete"
     ACL = "acl"
+    MEMBERSHIP = "membership"
 
 
 class DocumentKind(StrEnum):
@@ -143,6 +144,29 @@ class Acl(_Strict):
         return None if v is None else check_event_time(v)
 
 
+class Membership(_Strict):
+    """Org directory change (op ``membership``): members added to / removed from one group at ``event_time``.
+
+    Applied last-writer-wins per (group, member) by event time; stored with validity intervals
+    (``group_memberships``), so "who was in group X at T" is answerable."""
+
+    group: Principal
+    added: list[Principal] = Field(default_factory=list, max_length=10_000)
+    removed: list[Principal] = Field(default_factory=list, max_length=10_000)
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, v: str) -> str:
+        if not v.lower().startswith("group:"):
+            raise ValueError("must be group:<uuid>")
+        return v.lower()
+
+    @field_validator("added", "removed")
+    @classmethod
+    def _members(cls, v: list[str]) -> list[str]:
+        return sorted({p.lower() for p in v})
+
+
 class ChangeEnvelope(_Strict):
     """A change to one source document. Identity = (workspace, source.system, source.external_id)."""
 
@@ -157,6 +181,22 @@ class ChangeEnvelope(_Strict):
     participants: list[Participant] = Field(default_factory=list, max_length=1000)
     acl: Acl = Field(default_factory=Acl)
     structured_fields: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    membership: Membership | None = Field(default=None, validate_default=True)
+
+    @field_validator("membership")
+    @classmethod
+    def _membership_for_op(cls, v: Membership | None, info: ValidationInfo) -> Membership | None:
+        op = info.data.get("op", Op.UPSERT)
+        if op is Op.MEMBERSHIP:
+            if v is None:
+                raise ValueError("membership is required when op is 'membership'")
+            if not v.added and not v.removed:
+                raise ValueError("membership needs at least one added or removed member")
+            if set(v.added) & set(v.removed):
+                raise ValueError("a member cannot be both added and removed in one envelope")
+        elif v is not None:
+            raise ValueError("membership is only allowed when op is 'membership'")
+        return v
 
     @field_validator("event_time")
     @classmethod

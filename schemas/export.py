@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from schemas.graph import EntityCard, FactsResponse, GraphEvent, PersonCard, QueryFactsRequest
+from schemas.memory import RememberRequest, RememberResponse
 from schemas.procedures import (
     CreateProcedureRequest,
     ProcedureDetail,
@@ -37,6 +38,8 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "graph_event.v1": GraphEvent,
     "retrieve_context.request.v1": RetrieveContextRequest,
     "retrieve_context.response.v1": RetrieveContextResponse,
+    "remember.request.v1": RememberRequest,
+    "remember.response.v1": RememberResponse,
     "query_facts.request.v1": QueryFactsRequest,
     "query_facts.response.v1": FactsResponse,
     "person_card.v1": PersonCard,

@@ -147,7 +147,9 @@ class RpcViewer(_Req):
     """The human the agent acts for. The Kafka topic's ACLs authenticate the producing service."""
 
     principal_id: Principal | None = None
-    groups: list[Principal] = Field(default_factory=list, max_length=512)
+    groups: list[Principal] | None = Field(
+        default=None, max_length=512, description="None: the principal's groups from the org directory"
+    )
 
     @field_validator("principal_id")
     @classmethod
@@ -158,8 +160,8 @@ class RpcViewer(_Req):
 
     @field_validator("groups")
     @classmethod
-    def _groups(cls, v: list[str]) -> list[str]:
-        if any(not g.lower().startswith("group:") for g in v):
+    def _groups(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(not g.lower().startswith("group:") for g in v):
             raise ValueError("groups must be group:<uuid>")
         return v
 

@@ -8,6 +8,7 @@ knows the clients only by their ports (``services.ports``). ``Runtime.close`` cl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -65,6 +66,14 @@ class Runtime:
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
     on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run first on close, while the pool is open (e.g. the retriever's pending access counts)."""
+    _graph_walk_slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
+
+    @property
+    def graph_walk_slots(self) -> asyncio.Semaphore:
+        """At most ``GRAPH_WALK_CONCURRENCY`` path walks hold a connection at once (every door: HTTP, MCP)."""
+        if self._graph_walk_slots is None:
+            self._graph_walk_slots = asyncio.Semaphore(self.settings.graph_walk_concurrency)
+        return self._graph_walk_slots
 
     @property
     def embedder(self) -> Embedder:

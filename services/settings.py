@@ -59,6 +59,17 @@ class Settings(BaseSettings):
     graph_walk_concurrency: int = Field(default=2, ge=1)
     graph_walk_queue_s: float = Field(default=10.0, gt=0)
 
+    # --- agents (MCP, memory writes) -------------------------------------------------------------
+    memory_write_cooldown_s: float = Field(default=0.0, ge=0, description="seconds between writes of a session")
+    memory_write_cap: int = Field(default=200, ge=1, description="memory writes per (principal, session)")
+    mcp_allowed_hosts: str = Field(
+        default="127.0.0.1:*,localhost:*,[::1]:*", description="Host header allow-list of /mcp (comma-separated)"
+    )
+    mcp_allowed_origins: str = Field(default="http://127.0.0.1:*,http://localhost:*,http://[::1]:*")
+    mcp_tokens_path: Path | None = Field(
+        default=None, description='bearer tokens of /mcp: {"<token>": {"principal_id": "user:…", "groups": [...]}}'
+    )
+
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
     embedding_model: str = "text-embedding-3-small"
@@ -66,6 +77,9 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_dim: int = Field(default=384, ge=8, le=4096)
     embed_batch_size: int = Field(default=64, ge=1, le=2048)
+    # where a local model (local, bge) runs: a worker thread of the stage process (default) or its own process
+    # (the other stages' Python cannot reach it through the GIL; the main module must be import-safe: spawn)
+    embed_worker: Literal["process", "thread"] = "thread"
 
     # --- stages ----------------------------------------------------------------------------------
     ingest_batch_size: int = Field(default=500, ge=1, le=10_000)
@@ -83,6 +97,11 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     rerank_url: str | None = None
     rerank_api_key: SecretStr | None = None
+    rerank_provider: Literal["none", "http", "onnx"] = "none"
+    """``onnx``: a local cross-encoder from ``rerank_model_path`` (``retriever/onnx_rerank.py``); ``http`` (or
+    ``none`` with ``rerank_url`` set, as before): the vendor endpoint."""
+    rerank_model_path: Path | None = None
+    rerank_tokenizer_path: Path | None = None
 
     # --- taxonomy write-back --------------------------------------------------------------------
     taxonomy_proposal_webhook_url: str | None = None

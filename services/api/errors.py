@@ -55,12 +55,12 @@ class ErrorBody(BaseModel):
 DESCRIPTIONS = {
     400: "Malformed request",
     401: "Missing or invalid X-Api-Key",
-    403: "Admin route without the admin role",
+    403: "Admin route without the admin role, or a memory scope the caller does not hold",
     404: "Not found, or not visible to this viewer",
     409: "Conflicts with an earlier request (an envelope_id reused with different content)",
     413: "Request body over MAX_REQUEST_BYTES",
     422: "Invalid input; `field` names it",
-    429: "Too many concurrent requests of this kind",
+    429: "Too many requests of this kind (concurrent graph walks, the memory-write throttle); see Retry-After",
     502: "A vendor (embedding, rerank, LLM) failed",
     503: "A dependency is unavailable or the request's database time budget ran out",
 }

@@ -45,21 +45,21 @@ def _principals(request: Request, viewer: Viewer) -> Principals:
 
 
 async def _subjects(
-    request: Request, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
+    rt: Runtime, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
-        async with _runtime(request).pool.acquire() as conn:
+        async with rt.pool.acquire() as conn:
             found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
         seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
     return seeds
 
 
-@router.post("/tools/query_facts", response_model=FactsResponse)
-async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+# The tool implementations, shared by the HTTP routes below and the MCP server (services/api/mcp.py).
+async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) -> FactsResponse:
+    principals = viewer.expand(rt.hierarchy)
+    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
+    async with rt.pool.acquire() as conn:
         facts = await reads.query_facts(
             conn,
             workspace=body.workspace,
@@ -75,11 +75,10 @@ async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerD
     return FactsResponse(subjects=briefs, facts=facts)
 
 
-@router.post("/tools/diff_facts", response_model=FactDiff)
-async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
+    principals = viewer.expand(rt.hierarchy)
+    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
+    async with rt.pool.acquire() as conn:
         return await reads.diff_facts(
             conn,
             workspace=body.workspace,
@@ -91,12 +90,10 @@ async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep
         )
 
 
-@router.post("/tools/query_paths", response_model=PathsResponse)
-async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
-    rt = _runtime(request)
-    async with _walk_slot(request):
-        principals = _principals(request, viewer)
-        seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
+async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) -> PathsResponse:
+    async with _walk_slot(rt):
+        principals = viewer.expand(rt.hierarchy)
+        seeds = await _subjects(rt, body.workspace, principals, body.seeds, body.about)
         async with rt.pool.acquire() as conn:
             paths, depth, partial = await reads.query_paths_within(
                 conn,
@@ -121,11 +118,11 @@ async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerD
 
 
 @contextlib.asynccontextmanager
-async def _walk_slot(request: Request) -> AsyncIterator[None]:
+async def _walk_slot(rt: Runtime) -> AsyncIterator[None]:
     """At most ``GRAPH_WALK_CONCURRENCY`` path walks hold a connection at once, so walks cannot take the
     whole pool from passage search; a walk that waits longer than ``GRAPH_WALK_QUEUE_S`` gets 429."""
-    settings = _runtime(request).settings
-    slots: asyncio.Semaphore = request.app.state.graph_walk_slots
+    settings = rt.settings
+    slots = rt.graph_walk_slots
     try:
         await asyncio.wait_for(slots.acquire(), timeout=settings.graph_walk_queue_s)
     except TimeoutError:
@@ -138,6 +135,21 @@ async def _walk_slot(request: Request) -> AsyncIterator[None]:
         yield
     finally:
         slots.release()
+
+
+@router.post("/tools/query_facts", response_model=FactsResponse)
+async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
+    return await run_query_facts(_runtime(request), viewer, body)
+
+
+@router.post("/tools/diff_facts", response_model=FactDiff)
+async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
+    return await run_diff_facts(_runtime(request), viewer, body)
+
+
+@router.post("/tools/query_paths", response_model=PathsResponse)
+async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
+    return await run_query_paths(_runtime(request), viewer, body)
 
 
 async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:

@@ -79,7 +79,7 @@ async def test_person_project_edges_on_both_cards(settings: Settings, pipeline: 
     rt = await pipeline(*STAGES)
     g, secret = principal(), principal()
     bea = [{"email": "bea@corp.example", "display_name": "Bea Nolan"}]
-    al = {"author_email": "al@corp.example", "author_name": "Al Moss"}
+    al: dict[str, Any] = {"author_email": "al@corp.example", "author_name": "Al Moss"}
     await produce(
         settings,
         envelope("P/1", "Status of Project Heron: the migration is on track.", principals=[g], participants=bea, **al),

@@ -79,7 +79,7 @@ async def test_extracted_title_becomes_a_signed_proposal(
     rt = await pipeline("ingest", "extract", "conflicts", settings_override=s)
     g, other = principal(), principal()
     pu = uuid.uuid4()
-    priya = {"author_email": "priya@corp.example", "author_name": "Priya Shah"}
+    priya: dict[str, Any] = {"author_email": "priya@corp.example", "author_name": "Priya Shah"}
     await produce(
         s,
         envelope(

@@ -65,7 +65,7 @@ class FakeChat:
 async def test_llm_summary_used_and_spend_recorded() -> None:
     client, conn = FakeChat("Priya leads engineering."), FakeConn(0)
     p = _profile(title=ProfileField(value="VP of Engineering", evidence=[D1], as_of=T1))
-    summary, note = await ProfileSynthesizer(client, model="m").summarize(conn, "default", p)  # type: ignore[arg-type]
+    summary, note = await ProfileSynthesizer(client, model="m").summarize(conn, "default", p)
     assert summary is not None and summary.value == "Priya leads engineering." and summary.evidence == [D1]
     assert note.used and client.calls == 1
     assert conn.executed and conn.executed[0][-1] == 120
@@ -74,11 +74,11 @@ async def test_llm_summary_used_and_spend_recorded() -> None:
 async def test_llm_failure_and_budget_fall_back_and_say_so() -> None:
     p = _profile()
     failing = FakeChat(error=RuntimeError("vendor down"))
-    summary, note = await ProfileSynthesizer(failing, model="m").summarize(FakeConn(0), "default", p)  # type: ignore[arg-type]
+    summary, note = await ProfileSynthesizer(failing, model="m").summarize(FakeConn(0), "default", p)
     assert summary is None and not note.used and "RuntimeError" in note.reason
     broke = FakeChat("never")
     summary, note = await ProfileSynthesizer(broke, model="m", daily_token_budget=1000).summarize(
-        FakeConn(900),  # type: ignore[arg-type]
+        FakeConn(900),
         "default",
         p,
     )
