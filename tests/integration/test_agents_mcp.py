@@ -24,7 +24,17 @@ from tests.integration.retriever_fixtures import ALICE, DAVE, DOCS, T1, VIEWERS,
 
 REPO = Path(__file__).resolve().parents[2]
 TEAMMATE = f"user:{uuid.uuid4()}"  # another member of team 1
-TOOLS = {"retrieve_context", "search_knowledge_base", "query_facts", "diff_facts", "query_paths", "remember", "forget"}
+TOOLS = {
+    "retrieve_context",
+    "search_knowledge_base",
+    "query_facts",
+    "diff_facts",
+    "query_paths",
+    "worldbuilder_lookup",
+    "search_procedural_memory",
+    "remember",
+    "forget",
+}
 
 
 def headers(principal: str | None, groups: tuple[str, ...] | None = (), key: str = "test-key") -> dict[str, str]:
