@@ -96,11 +96,35 @@ def render(tool: str, data: dict[str, Any]) -> str:
         lines.append(json.dumps({k: v for k, v in data.items() if k != "key"}, default=str))
     if tool in JSON_RENDERED:
         lines.append(json.dumps(data, default=str, separators=(",", ":"))[:4000])
+    if tool == "worldbuilder_lookup":
+        lines += _render_profile(data.get("profile") or {})
+    for hit in data.get("results") or []:
+        if tool == "search_procedural_memory":
+            proc = hit.get("procedure") or {}
+            steps = "; ".join(f"{i}. {st}" for i, st in enumerate(proc.get("steps") or [], 1))
+            lines.append(
+                f"procedure {proc.get('name')} (v{proc.get('version')}, id {proc.get('procedure_id')}): {steps}"
+            )
     if data.get("answer"):
         lines.insert(0, f"answer: {data['answer']}")
     if not lines:
         lines.append("no results visible to you")
     return "\n".join(lines)
+
+
+def _render_profile(profile: dict[str, Any]) -> list[str]:
+    """A Worldbuilder profile as lines of ``field: value [evidence document ids]``."""
+    lines: list[str] = []
+    subject = profile.get("subject") or {}
+    if subject:
+        lines.append(f"profile of {subject.get('name')} ({profile.get('kind')})")
+    for name, value in profile.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict) and "value" in item:
+                evidence = ",".join(str(e) for e in item.get("evidence") or [])
+                lines.append(f"{name}: {item['value']}" + (f" [evidence {evidence}]" if evidence else ""))
+    return lines
 
 
 def _result(tool: str, response: BaseModel) -> CallToolResult:
@@ -130,6 +154,14 @@ async def _search(rt: Runtime, viewer: Viewer, req: SearchKnowledgeBaseRequest) 
 
 async def _remember(rt: Runtime, viewer: Viewer, req: RememberRequest) -> BaseModel:
     return await get_memory_service(rt).remember(req, caller_of(rt, viewer))
+
+
+async def _lookup(rt: Runtime, viewer: Viewer, req: WorldbuilderLookupRequest) -> BaseModel:
+    return await worldbuilder.run_worldbuilder_lookup(rt, viewer, req)
+
+
+async def _procedures(rt: Runtime, viewer: Viewer, req: SearchProceduralMemoryRequest) -> BaseModel:
+    return await procedures.run_search_procedural_memory(rt, viewer, req)
 
 
 async def _forget(rt: Runtime, viewer: Viewer, req: ForgetRequest) -> BaseModel:
@@ -179,6 +211,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         lambda rt, v, req: graph.run_query_paths(rt, v, req),
     ),
     ToolSpec(
+        "worldbuilder_lookup",
+        WorldbuilderLookupRequest,
+        "A profile of one person, team, project or glossary term by name (type optional) or subject: "
+        "summary, title, team, manager, reports, current projects, key collaborators, members, definition, "
+        "recent activity, aliases — every field with its evidence document ids and as_of, limited to what "
+        "the current user may see.",
+        _lookup,
+    ),
+    ToolSpec(
+        "search_procedural_memory",
+        SearchProceduralMemoryRequest,
+        "Find saved procedures (how-tos, runbooks: name, when to use, numbered steps, tools) matching a task "
+        "description; returns each procedure's current version with its steps.",
+        _procedures,
+    ),
+    ToolSpec(
         "remember",
         RememberRequest,
         "Save a memory for later retrieval: a note, decision, preference, fact or procedure, written as a "
@@ -196,7 +244,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         _forget,
         read_only=False,
     ),
-    # seed-001 tools (services/api/worldbuilder.py, services/api/procedures.py): the same run_* functions
     ToolSpec(
         "worldbuilder_kb",
         WorldbuilderKbRequest,
@@ -204,21 +251,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "documents a person participates in, author = only documents they wrote.",
         lambda rt, v, req: worldbuilder.run_worldbuilder_kb(rt, v, req),
     ),
-    ToolSpec(
-        "worldbuilder_lookup",
-        WorldbuilderLookupRequest,
-        "A grounded profile of one person, team or project (by name or subject {type, id}): role, "
-        "relationships and the evidence documents behind them. Use it to learn who someone is.",
-        lambda rt, v, req: worldbuilder.run_worldbuilder_lookup(rt, v, req),
-    ),
-    ToolSpec(
-        "search_procedural_memory",
-        SearchProceduralMemoryRequest,
-        "Find how-to procedures (runbooks, checklists) the organisation has recorded, each with its steps.",
-        lambda rt, v, req: procedures.run_search_procedural_memory(rt, v, req),
-    ),
 )
-JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb", "worldbuilder_lookup", "search_procedural_memory"})
+JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have their own rendering above
 
 
 def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
