@@ -71,9 +71,10 @@ status: venv
 test: infra models
 	$(BIN)/python -m pytest -m "not (reliability and slow)" $(PYTEST_ARGS)
 
-# the long fault-under-load suite (tests/reliability, marker slow): outages of 20 s under 3,000 envelopes
+# the whole reliability suite with long budgets: the fault-under-load tests (marker slow: outages of 20 s under
+# 3,000 envelopes), 10x schemathesis and ORGMEM_FUZZ_EXAMPLES examples per fuzz property
 test-reliability: infra models
-	$(BIN)/python -m pytest -m "reliability and slow" -s $(PYTEST_ARGS)
+	ORGMEM_FUZZ_LONG=1 ORGMEM_FUZZ_EXAMPLES=$${ORGMEM_FUZZ_EXAMPLES:-1000} $(BIN)/python -m pytest -m reliability -s --timeout=3600 $(PYTEST_ARGS)
 
 test-unit: venv models
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

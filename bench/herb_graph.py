@@ -10,7 +10,11 @@ Data are read from ``--path`` (never copied). Steps:
 3. measurements: (1) the ``reports_to`` edges as current facts + a path walk from each engineer reaching
    the top of their chain; (2) lead-in-top-5-collaborators recall@5; (3) share of ``@eid_`` mentions and
    meeting-roster names resolved to the right person; (4) zero-LLM extraction documents/s (pure CPU, and
-   the extract stage's wall time inside the pipeline).
+   the extract stage's wall time inside the pipeline); (5) Worldbuilder: the share of person profiles
+   (``worldbuilder_lookup``'s deterministic assembly, as the directory viewer) whose manager matches
+   ``org_relations.jsonl`` and whose team matches the person's HERB ``org`` (sent as the ``team``
+   structured field with ``--directory-team``), and lead-in-top-5 collaborators when person↔project
+   edges count too (co-work on a shared project adds the smaller of the two people's project weights).
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ def herb_envelopes(path: Path, limit: int | None) -> Iterator[ChangeEnvelope]:
         yield ChangeEnvelope.model_validate(body)
 
 
-def directory_envelopes(path: Path) -> list[ChangeEnvelope]:
+def directory_envelopes(path: Path, team: bool = False) -> list[ChangeEnvelope]:
     people = [json.loads(line) for line in (path / "people.jsonl").read_text().splitlines() if line.strip()]
     managers = {
         r["subject"]: r["object"]
@@ -81,6 +85,8 @@ def directory_envelopes(path: Path) -> list[ChangeEnvelope]:
         fields: dict[str, Any] = {"title": p["role"], "location": p["location"]}
         if p["id"] in managers:
             fields["manager"] = managers[p["id"]]
+        if team and p.get("org"):
+            fields["team"] = p["org"]
         out.append(
             ChangeEnvelope.model_validate(
                 {
@@ -215,6 +221,7 @@ async def measure(settings: Settings, path: Path, root_principals: list[str]) ->
             "recall_at_5": round(hits / max(1, len(engineers)), 4),
         }
         out["mentions"] = await mention_accuracy(conn, path, pid)
+        out["worldbuilder"] = await worldbuilder_accuracy(conn, people, managers, pid, engineers, root_principals)
         out["counts"] = dict(
             await conn.fetchrow(
                 "SELECT (SELECT count(*) FROM facts) AS facts, (SELECT count(*) FROM entities) AS entities,"
@@ -225,6 +232,75 @@ async def measure(settings: Settings, path: Path, root_principals: list[str]) ->
         )
     await pool.close()
     return out
+
+
+async def worldbuilder_accuracy(
+    conn: Any,
+    people: dict[str, dict[str, Any]],
+    managers: dict[str, str],
+    pid: dict[str, uuid.UUID],
+    engineers: list[str],
+    viewer: list[str],
+) -> dict[str, Any]:
+    """Worldbuilder person profiles against HERB's directory truth, and collaborators with project edges."""
+    from schemas.graph import EntityBrief
+    from services.graph import worldbuilder
+    from services.graph.projects import person_projects, project_people
+
+    manager_ok = team_ok = with_manager = profiles = 0
+    start = time.perf_counter()
+    for eid, person in people.items():
+        if eid not in pid:
+            continue
+        brief = EntityBrief(type="person", id=pid[eid], name=person["name"])
+        profile = await worldbuilder.assemble(conn, workspace=WS, viewer=viewer, entity=brief)
+        profiles += 1
+        if eid in managers:
+            with_manager += 1
+            got = profile.manager.entity.id if profile.manager and profile.manager.entity else None
+            manager_ok += got == pid.get(managers[eid])
+        team = (profile.team.value if profile.team else "") or ""
+        team_ok += team.casefold() == str(person.get("org", "")).casefold()
+    per_profile_ms = (time.perf_counter() - start) * 1000 / max(1, profiles)
+    hits = hits_projects = with_projects = 0
+    for e in engineers:
+        me = pid[e]
+        scores: dict[uuid.UUID, float] = {}
+        for r in await conn.fetch(
+            "SELECT CASE WHEN a_id = $2 THEN b_id ELSE a_id END AS other, weight FROM collaboration_edges"
+            " WHERE workspace = $1 AND (a_id = $2 OR b_id = $2)",
+            WS,
+            me,
+        ):
+            scores[r["other"]] = scores.get(r["other"], 0.0) + float(r["weight"])
+        base = sorted(scores, key=lambda k: (-scores[k], str(k)))[:5]
+        hits += pid.get(managers[e]) in base
+        mine = await person_projects(conn, workspace=WS, viewer=viewer, person=me, limit=20)
+        with_projects += bool(mine)
+        for link in mine:
+            for other in await project_people(conn, workspace=WS, viewer=viewer, entity=link.entity.id, limit=50):
+                if other.entity.id != me:
+                    scores[other.entity.id] = scores.get(other.entity.id, 0.0) + min(link.weight, other.weight)
+        best = sorted(scores, key=lambda k: (-scores[k], str(k)))[:5]
+        hits_projects += pid.get(managers[e]) in best
+    n = max(1, len(engineers))
+    return {
+        "profiles": profiles,
+        "manager_match": {
+            "with_manager": with_manager,
+            "matched": manager_ok,
+            "share": round(manager_ok / max(1, with_manager), 4),
+        },
+        "team_match": {"profiles": profiles, "matched": team_ok, "share": round(team_ok / max(1, profiles), 4)},
+        "profile_assembly_ms": round(per_profile_ms, 1),
+        "lead_in_top5": {
+            "engineers": len(engineers),
+            "collab_edges_only": round(hits / n, 4),
+            "with_project_edges": round(hits_projects / n, 4),
+            "engineers_with_projects": with_projects,
+        },
+        "unresolved_people": len([e for e in people if e not in pid]),
+    }
 
 
 async def mention_accuracy(conn: Any, path: Path, pid: dict[str, uuid.UUID]) -> dict[str, Any]:
@@ -274,9 +350,9 @@ async def mention_accuracy(conn: Any, path: Path, pid: dict[str, uuid.UUID]) -> 
     }
 
 
-async def main(path: Path, limit: int | None) -> dict[str, Any]:
+async def main(path: Path, limit: int | None, team: bool = False) -> dict[str, Any]:
     settings = await isolated_settings("herb", ingest_batch_size=1000)
-    directory = directory_envelopes(path)
+    directory = directory_envelopes(path, team)
     envs = list(herb_envelopes(path, limit))
     result: dict[str, Any] = {
         "documents": len(envs),
@@ -308,7 +384,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument(
+        "--directory-team", action="store_true", help="send HERB's org as the directory's team structured field"
+    )
     args = parser.parse_args()
-    res = asyncio.run(main(args.path, args.limit))
+    res = asyncio.run(main(args.path, args.limit, args.directory_team))
     print(json.dumps(res, indent=2, default=str))
     print(write_result("herb_graph", res))

@@ -61,8 +61,12 @@ class Outcome:
 def document_content_hash(env: ChangeEnvelope) -> str:
     d = env.document
     assert d is not None
+    parts: list[object] = [d.kind.value, d.title, d.text, d.thread_external_id, d.parent_external_id]
+    parts.append(env.structured_fields)
+    if d.procedure is not None:  # only then, so hashes of every other document stay as they were
+        parts.append(d.procedure.model_dump(mode="json"))
     payload = json.dumps(
-        [d.kind.value, d.title, d.text, d.thread_external_id, d.parent_external_id, env.structured_fields],
+        parts,
         sort_keys=True,
         default=str,
     )

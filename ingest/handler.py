@@ -26,15 +26,18 @@ from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import content_hash, plan_chunks
+from ingest.membership import apply_memberships, is_membership
 from ingest.people import PersonInput, person_input, resolve_people
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from schemas.validation import Rejected
+from services import procedures
 from services.embedding_input import embedding_input
 from services.errors import IdempotencyConflictError, InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.idempotency import claim_envelopes, envelope_digest
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
-from services.kafka.decode import decode
+from services.kafka.decode import check_headers
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
@@ -45,13 +48,19 @@ PENDING_BLOB = ""  # replaced by _assign_archive once the batch is applied
 
 
 def parse_envelope(record: Record) -> ChangeEnvelope:
-    """Validate one record; ``InvalidPayloadError`` names the first field at fault."""
-    env = decode(record, ChangeEnvelope)
-    if env.structured_fields and (env.author is None or person_input(env.author) is None):
-        raise UnresolvedAuthorError(
-            "structured_fields need an author with an email or identity key", envelope_id=str(env.envelope_id)
-        )
-    return env
+    """Validate one record with the same function HTTP ingress uses (``schemas.envelope.envelope_from_json``);
+    ``InvalidPayloadError`` / ``UnresolvedAuthorError`` name the field at fault."""
+    check_headers(record)
+    try:
+        return envelope_from_json(record.value)
+    except Rejected as exc:
+        if exc.type == "unresolved_author":
+            raise UnresolvedAuthorError(str(exc), field=exc.field, envelope_id=_envelope_id(record)) from None
+        raise InvalidPayloadError(str(exc), field=exc.field, errors=len(exc.errors)) from None
+
+
+def _envelope_id(record: Record) -> str:
+    return record.header("x-envelope-id") or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +96,7 @@ class IngestHandler:
             try:
                 env = parse_envelope(record)
                 parsed.append(_Parsed(record, env, envelope_digest(env)))
-            except InvalidPayloadError as exc:
+            except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
                 await self.dead_letters.send(record, exc)
         if not parsed:
             return
@@ -125,6 +134,10 @@ class IngestHandler:
                 new.append(p)
         refused = {id(p) for p in conflicts}
         parsed = [p for p in parsed if id(p) not in refused]
+        # org directory changes apply in the same transaction (ingest/membership.py); they touch no document
+        await apply_memberships(conn, [p.env for p in new if is_membership(p.env)])
+        parsed = [p for p in parsed if not is_membership(p.env)]
+        new = [p for p in new if not is_membership(p.env)]
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}
@@ -210,6 +223,14 @@ class IngestHandler:
             conn,
             part_docs,
             [(doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])],
+        )
+        await procedures.record_versions(
+            conn,
+            [
+                (o.envelope, o.after.id, o.after.current_version, o.deleted_now)
+                for o in outcomes
+                if o.content_changed or o.deleted_now
+            ],
         )
         for o in outcomes:
             s = final[o.after.id]

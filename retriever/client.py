@@ -17,9 +17,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -30,7 +31,19 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel
 
+from retriever.client_errors import (
+    AuthenticationError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotFoundError,
+    RpcTimeoutError,
+    ServerError,
+    ThrottledError,
+    ToolCallError,
+    error_for,
+)
 from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic
+from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
 from schemas.tools import (
     RetrieveContextRequest,
     RetrieveContextResponse,
@@ -40,26 +53,31 @@ from schemas.tools import (
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
-from services.errors import ConfigurationError, OrgMemoryError, TransientError
+from services.errors import ConfigurationError
 from services.kafka.clients import kafka_admin
 
 log = logging.getLogger("orgmem.client")
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 Transport = Literal["http", "kafka"]
+BACKOFF_BASE_S = 0.2
+BACKOFF_MAX_S = 5.0
+__all__ = [
+    "AuthenticationError",
+    "ForbiddenError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "OrgMemoryClient",
+    "RpcTimeoutError",
+    "ServerError",
+    "ThrottledError",
+    "ToolCallError",
+]
 
 
-class RpcTimeoutError(TransientError):
-    """No reply within the timeout (after all retries)."""
-
-
-class ToolCallError(OrgMemoryError):
-    """The service answered with an error (HTTP status >= 400 or an ``ok: false`` reply)."""
-
-    def __init__(self, message: str, *, status: int, type: str = "error", field: str | None = None) -> None:
-        super().__init__(message, status=status, type=type, field=field)
-        self.status = status
-        self.type = type
-        self.field = field
+def backoff_s(attempt: int, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_MAX_S) -> float:
+    """Full-jitter exponential backoff before retry ``attempt`` (0-based)."""
+    return random.uniform(0, min(cap, base * 2**attempt))
 
 
 class OrgMemoryClient:
@@ -202,47 +220,96 @@ class OrgMemoryClient:
         timeout: float | None,  # noqa: ASYNC109 - a per-call budget
     ) -> M:
         budget = timeout or self.timeout
+        if self.transport == "http":
+            return await self._retrying(
+                tool, lambda: self._http_call("POST", f"/tools/{tool}", req, model, principal_id, groups, budget)
+            )
+        return await self._retrying(tool, lambda: self._kafka_call(tool, req, model, principal_id, groups, budget))
+
+    async def _retrying(self, what: str, attempt_fn: Callable[[], Awaitable[T]]) -> T:
+        """Bounded retries with full-jitter backoff for timeouts and 5xx; other errors surface at once."""
         for attempt in range(self.retries + 1):
             try:
-                if self.transport == "http":
-                    return await self._http_call(tool, req, model, principal_id, groups, budget)
-                return await self._kafka_call(tool, req, model, principal_id, groups, budget)
-            except RpcTimeoutError:
+                return await attempt_fn()
+            except (RpcTimeoutError, ServerError) as exc:
                 if attempt == self.retries:
                     raise
-                log.info(
-                    "%s: no reply within %.1fs (attempt %d/%d), retrying",
-                    tool,
-                    budget,
-                    attempt + 1,
-                    self.retries + 1,
-                )
+                delay = backoff_s(attempt)
+                log.info("%s: %s (attempt %d/%d), retrying in %.2fs", what, exc, attempt + 1, self.retries + 1, delay)
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")
+
+    # ---- memory writes (HTTP) -------------------------------------------------------------------------
+    async def remember(
+        self,
+        request: RememberRequest | dict[str, Any],
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> RememberResponse:
+        """Write a memory as ``principal_id`` (``POST /v1/memories``); idempotent per source event."""
+        req = RememberRequest.model_validate(request)
+        self._require_http("remember")
+        budget = timeout or self.timeout
+        return await self._retrying(
+            "remember",
+            lambda: self._http_call("POST", "/v1/memories", req, RememberResponse, principal_id, groups, budget),
+        )
+
+    async def forget(
+        self,
+        memory_id: str,
+        *,
+        principal_id: str,
+        workspace: str = "default",
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> ForgetResponse:
+        """Tombstone a memory (``DELETE /v1/memories/{id}``); only its author (or an admin) may."""
+        self._require_http("forget")
+        budget = timeout or self.timeout
+        path = f"/v1/memories/{memory_id}?workspace={workspace}"
+        return await self._retrying(
+            "forget", lambda: self._http_call("DELETE", path, None, ForgetResponse, principal_id, None, budget)
+        )
+
+    def _require_http(self, what: str) -> None:
+        if self.transport != "http":
+            raise ConfigurationError(
+                f"{what} goes through the HTTP API (scope checks, throttle); use OrgMemoryClient.http",
+                setting="transport",
+            )
 
     async def _http_call(
         self,
-        tool: str,
-        req: BaseModel,
+        method: str,
+        path: str,
+        req: BaseModel | None,
         model: type[M],
         principal_id: str | None,
-        groups: Sequence[str],
+        groups: Sequence[str] | None,
         budget: float,
     ) -> M:
+        """One HTTP attempt. ``groups=None`` sends no ``X-Principal-Groups`` (the directory's groups apply)."""
         assert self._http is not None, "call start() first"
         headers = {"X-Api-Key": self._api_key or ""}
         if principal_id:
             headers["X-Principal-Id"] = principal_id
         if groups:
             headers["X-Principal-Groups"] = ",".join(groups)
+        what = f"{method} {path.split('?')[0]}"
         try:
-            resp = await self._http.post(
-                f"/tools/{tool}",
-                content=req.model_dump_json(exclude_none=True),
+            resp = await self._http.request(
+                method,
+                path,
+                content=None if req is None else req.model_dump_json(exclude_none=True),
                 headers=headers | {"content-type": "application/json"},
                 timeout=budget,
             )
         except httpx.TimeoutException as exc:
-            raise RpcTimeoutError(f"{tool}: no HTTP response within {budget}s") from exc
+            raise RpcTimeoutError(f"{what}: no HTTP response within {budget}s") from exc
+        except httpx.TransportError as exc:
+            raise ServerError(f"{what}: {type(exc).__name__}: {exc}", status=503, type="ConnectionError") from exc
         if resp.status_code >= 400:
             detail = (
                 resp.json().get("detail")
@@ -250,11 +317,13 @@ class OrgMemoryClient:
                 else resp.text
             )
             field = detail.get("field") if isinstance(detail, dict) else None
-            raise ToolCallError(
-                f"{tool} failed: {json.dumps(detail)[:500]}",
+            retry = resp.headers.get("retry-after")
+            raise error_for(resp.status_code)(
+                f"{what} failed ({resp.status_code}): {json.dumps(detail)[:500]}",
                 status=resp.status_code,
                 type="HTTPError",
                 field=field,
+                retry_after_s=float(retry) if retry and retry.isdigit() else None,
             )
         return model.model_validate_json(resp.content)
 
@@ -271,7 +340,7 @@ class OrgMemoryClient:
         cid = uuid.uuid4().hex
         body = RpcRequest(
             tool=tool,
-            viewer=RpcViewer(principal_id=principal_id, groups=list(groups)),
+            viewer=RpcViewer(principal_id=principal_id, groups=list(groups) if groups else None),
             request=req.model_dump(mode="json", exclude_none=True),
         )
         fut: asyncio.Future[RpcReply] = asyncio.get_running_loop().create_future()
@@ -295,7 +364,7 @@ class OrgMemoryClient:
             self._pending.pop(cid, None)
         if not reply.ok or reply.result is None:
             err = reply.error
-            raise ToolCallError(
+            raise error_for(err.status if err else 500)(
                 err.message if err else "error reply",
                 status=err.status if err else 500,
                 type=err.type if err else "error",

@@ -114,6 +114,7 @@ async def expand_graph(
             believed_as_of=believed_as_of,
             as_of_grain=grain,
             limit=MAX_FACTS,
+            direction="both",  # facts where a seed is the subject AND where it is the object
         ),
         ctx.notes,
         "structured_facts",

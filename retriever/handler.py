@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +29,7 @@ from retriever.rpc import (
 )
 from retriever.service import RetrieverService
 from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
+from services.directory import directory_groups
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
@@ -62,6 +63,7 @@ class RpcHandler:
         self.namespace = namespace
         self.slots = asyncio.Semaphore(concurrency)
         self.served = self.expired = 0
+        self.static_members: Mapping[str, frozenset[str]] = {}  # the hierarchy file's members (directory)
 
     async def __call__(self, records: Sequence[Record]) -> None:
         await asyncio.gather(*(self.handle(r) for r in records))
@@ -100,8 +102,13 @@ class RpcHandler:
             rpc = RpcRequest.model_validate_json(body)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc))
-        viewer = Viewer.of(rpc.viewer.principal_id, rpc.viewer.groups)
+        pid = rpc.viewer.principal_id
         try:
+            if rpc.viewer.groups is None and pid:  # no groups given: the org directory's
+                groups: tuple[str, ...] = await directory_groups(self.service.pool, self.static_members, pid.lower())
+            else:
+                groups = tuple(rpc.viewer.groups or ())
+            viewer = Viewer.of(pid, groups)
             result: BaseModel
             if rpc.tool == "retrieve_context":
                 req = RetrieveContextRequest.model_validate(rpc.request)

@@ -13,6 +13,7 @@ from typing import Any
 
 from services.errors import (
     InvalidPayloadError,
+    NotFoundError,
     OrgMemoryError,
     TransientError,
     VendorError,
@@ -54,6 +55,8 @@ def error_status(exc: BaseException) -> tuple[int, dict[str, Any]]:
     """HTTP-style status and detail for an error raised while serving a tool call (HTTP and RPC)."""
     if isinstance(exc, InvalidPayloadError):
         return 422, {"field": exc.field, "msg": exc.message}
+    if isinstance(exc, NotFoundError):
+        return 404, {"field": exc.field, "msg": exc.message}
     if isinstance(exc, VendorError | VendorRejectedError):
         return 502, {"msg": str(exc)}
     if isinstance(exc, TransientError):

@@ -48,10 +48,16 @@ class SearchScope:
     date_to: datetime | None = None
     as_of: datetime | None = None
     author_ids: tuple[uuid.UUID, ...] | None = None  # None = no author filter; () = unresolved -> nothing
+    believed_as_of: datetime | None = None  # belief time: only documents whose current version we held then
+    participant_ids: tuple[uuid.UUID, ...] | None = None  # None = any; () = unresolved -> nothing
 
     @property
     def matches_nothing(self) -> bool:
-        return not self.viewer or (self.author_ids is not None and not self.author_ids)
+        return (
+            not self.viewer
+            or (self.author_ids is not None and not self.author_ids)
+            or (self.participant_ids is not None and not self.participant_ids)
+        )
 
 
 @dataclass
@@ -94,6 +100,16 @@ def scope_where(scope: SearchScope, alias: str = "", where: Where | None = None)
         w.add(f"{a}event_time <= {w.arg(scope.as_of)}")
     if scope.author_ids is not None:
         w.add(f"{a}author_person_id = ANY({w.arg(list(scope.author_ids), '::uuid[]')})")
+    if scope.participant_ids is not None:  # the person takes part in the document (any role, author included)
+        w.add(
+            f"EXISTS (SELECT 1 FROM participants px WHERE px.document_id = {a}document_id"
+            f" AND px.person_id = ANY({w.arg(list(scope.participant_ids), '::uuid[]')}))"
+        )
+    if scope.believed_as_of is not None:  # belief upper-bounds the document's updated_at
+        w.add(
+            f"EXISTS (SELECT 1 FROM documents bd WHERE bd.id = {a}document_id"
+            f" AND bd.updated_at <= {w.arg(scope.believed_as_of)})"
+        )
     return w
 
 

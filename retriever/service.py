@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from retriever import search as sql
+from retriever.access import AccessRecorder
 from retriever.compose import (
     ARM_PRESETS,
     TimeAxes,
@@ -98,6 +100,11 @@ class RetrieverService:
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
         self._lexemes: tuple[float, sql.LexemeStats | None] | None = None
+        self.access = AccessRecorder(pool)
+
+    async def aclose(self) -> None:
+        """Write pending access counts (before the pool closes)."""
+        await self.access.aclose()
 
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
@@ -176,9 +183,10 @@ class RetrieverService:
         own: Sequence[str],
         axes: TimeAxes,
         now: datetime,
+        author_ids: tuple[uuid.UUID, ...] | None = None,
+        participant_ids: tuple[uuid.UUID, ...] | None = None,
     ) -> PassageSearch:
         timings: dict[str, float] = {}
-        author_ids = None
         if filters.author:
             async with self.pool.acquire() as conn:
                 author_ids = await sql.resolve_author(conn, workspace, filters.author)
@@ -191,6 +199,8 @@ class RetrieverService:
             axes.date_to,
             axes.as_of,
             author_ids,
+            axes.believed_as_of,
+            participant_ids,
         )
         names, config = ARM_PRESETS[arms]
         k = min(100, max(40, 4 * limit))
@@ -318,6 +328,7 @@ class RetrieverService:
         passages = [
             self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id]) for rh in found.ranked
         ]
+        self.access.record(p.chunk_id for p in passages)
         await self._audit(req.workspace, viewer, "search_knowledge_base", req.query, passages, start, found.diagnostics)
         return SearchKnowledgeBaseResponse(passages=passages, diagnostics=found.diagnostics)
 
@@ -420,6 +431,7 @@ class RetrieverService:
             answer=answer,
             diagnostics=diag,
         )
+        self.access.record(p.chunk_id for p in passages)
         await self._audit(req.workspace, viewer, "retrieve_context", req.query, passages, start, diag)
         return response
 

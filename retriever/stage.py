@@ -10,6 +10,7 @@ from faststream.kafka import KafkaMessage
 
 from retriever.handler import RpcHandler
 from retriever.wiring import get_service
+from services.directory import load_static_members
 from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import from_consumer_records
@@ -21,7 +22,9 @@ MAX_RECORDS = 128
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
-    return RpcHandler(get_service(rt), rt.publisher, dead_letters, rt.settings.topic_namespace)
+    handler = RpcHandler(get_service(rt), rt.publisher, dead_letters, rt.settings.topic_namespace)
+    handler.static_members = load_static_members(rt.settings.org_hierarchy_path)
+    return handler
 
 
 async def _passthrough_decoder(msg: Any) -> Any:

@@ -23,4 +23,5 @@ def get_service(rt: Runtime) -> RetrieverService:
             synthesizer=rt.clients.synthesizer,
         )
         _SERVICES[rt] = service
+        rt.on_close.append(service.aclose)  # pending access counts, before the pool closes
     return service

@@ -8,23 +8,38 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from schemas.procedures import ProcedureSpec
+from schemas.validation import MAX_NESTING, Rejected, check_structured, field_errors, load_json, scan, storable_value
 
 SCHEMA_VERSION = 1
 MAX_TEXT_CHARS = 2_000_000  # ~2 MB of text per document; larger bodies are rejected, not truncated
 MIN_EVENT_YEAR = 1990
 MAX_FUTURE = timedelta(days=1)
 
+_STORABLE = AfterValidator(storable_value)
 PRINCIPAL_RE = re.compile(r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_RE.pattern)]
-ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=512), _STORABLE]
 
 
 class Op(StrEnum):
     UPSERT = "upsert"
     DELETE = "delete"
     ACL = "acl"
+    MEMBERSHIP = "membership"
 
 
 class DocumentKind(StrEnum):
@@ -34,6 +49,11 @@ class DocumentKind(StrEnum):
     MEETING = "meeting"
     TICKET = "ticket"
     PULL_REQUEST = "pull_request"
+    PROCEDURE = "procedure"  # procedural memory: the document carries a ProcedureSpec
+
+
+SOURCE_KINDS = frozenset(k for k in DocumentKind if k is not DocumentKind.PROCEDURE)
+"""Kinds connectors produce (``procedure`` is written by Org Memory's own procedural-memory route)."""
 
 
 class _Strict(BaseModel):
@@ -41,45 +61,59 @@ class _Strict(BaseModel):
 
 
 def check_event_time(value: datetime, *, now: datetime | None = None) -> datetime:
-    """Timezone-aware, year >= 1990, not more than one day in the future. Returns UTC."""
+    """Timezone-aware, year >= 1990 and not more than one day in the future — both judged in UTC, the
+    form the envelope is stored and re-read in. Returns UTC."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("must be timezone-aware (e.g. 2024-05-08T13:56:00Z)")
-    if value.year < MIN_EVENT_YEAR:
-        raise ValueError(f"year must be >= {MIN_EVENT_YEAR}")
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError("out of the supported date range") from None
+    if utc.year < MIN_EVENT_YEAR:
+        raise ValueError(f"year must be >= {MIN_EVENT_YEAR} (in UTC)")
     now = now or datetime.now(UTC)
-    if value > now + MAX_FUTURE:
+    if utc > now + MAX_FUTURE:
         raise ValueError("must not be more than one day in the future")
-    return value.astimezone(UTC)
+    return utc
 
 
 class Source(_Strict):
     system: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9_.\-]+$")]
     external_id: ShortStr
-    url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    url: Annotated[str, StringConstraints(max_length=2048), _STORABLE] | None = None
 
 
 class Document(_Strict):
     kind: DocumentKind
-    title: Annotated[str, StringConstraints(max_length=1024)] | None = None
-    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)] = ""
+    title: Annotated[str, StringConstraints(max_length=1024), _STORABLE] | None = None
+    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS), _STORABLE] = ""
     thread_external_id: ShortStr | None = None
     parent_external_id: ShortStr | None = None
+    procedure: ProcedureSpec | None = None
+
+    @model_validator(mode="after")
+    def _procedure_kind(self) -> Document:
+        if (self.kind is DocumentKind.PROCEDURE) != (self.procedure is not None):
+            raise ValueError("document.procedure is required for kind 'procedure' and only allowed there")
+        return self
 
 
 class Identity(_Strict):
-    namespace: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    namespace: Annotated[str, StringConstraints(min_length=1, max_length=64), _STORABLE]
     value: ShortStr
     verified: bool = False
 
 
 class Person(_Strict):
-    email: Annotated[str, StringConstraints(max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")] | None = None
-    display_name: Annotated[str, StringConstraints(max_length=256)] | None = None
+    email: Annotated[str, StringConstraints(max_length=320, pattern=r"^[^@\s]+@[^@\s]+$"), _STORABLE] | None = None
+    display_name: Annotated[str, StringConstraints(max_length=256), _STORABLE] | None = None
     identities: list[Identity] = Field(default_factory=list, max_length=32)
 
     @field_validator("email")
     @classmethod
     def _lower_email(cls, v: str | None) -> str | None:
+        if v and len(v.lower()) > 320:  # lower-casing can lengthen a string ("İ" -> "i̇")
+            raise ValueError("at most 320 characters once lower-cased")
         return v.lower() if v else v
 
     def identity_keys(self) -> list[tuple[str, str]]:
@@ -92,7 +126,7 @@ class Person(_Strict):
 
 
 class Participant(Person):
-    role: Annotated[str, StringConstraints(min_length=1, max_length=32)] = "participant"
+    role: Annotated[str, StringConstraints(min_length=1, max_length=32), _STORABLE] = "participant"
 
 
 class Acl(_Strict):
@@ -110,6 +144,29 @@ class Acl(_Strict):
         return None if v is None else check_event_time(v)
 
 
+class Membership(_Strict):
+    """Org directory change (op ``membership``): members added to / removed from one group at ``event_time``.
+
+    Applied last-writer-wins per (group, member) by event time; stored with validity intervals
+    (``group_memberships``), so "who was in group X at T" is answerable."""
+
+    group: Principal
+    added: list[Principal] = Field(default_factory=list, max_length=10_000)
+    removed: list[Principal] = Field(default_factory=list, max_length=10_000)
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, v: str) -> str:
+        if not v.lower().startswith("group:"):
+            raise ValueError("must be group:<uuid>")
+        return v.lower()
+
+    @field_validator("added", "removed")
+    @classmethod
+    def _members(cls, v: list[str]) -> list[str]:
+        return sorted({p.lower() for p in v})
+
+
 class ChangeEnvelope(_Strict):
     """A change to one source document. Identity = (workspace, source.system, source.external_id)."""
 
@@ -124,11 +181,33 @@ class ChangeEnvelope(_Strict):
     participants: list[Participant] = Field(default_factory=list, max_length=1000)
     acl: Acl = Field(default_factory=Acl)
     structured_fields: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    membership: Membership | None = Field(default=None, validate_default=True)
+
+    @field_validator("membership")
+    @classmethod
+    def _membership_for_op(cls, v: Membership | None, info: ValidationInfo) -> Membership | None:
+        op = info.data.get("op", Op.UPSERT)
+        if op is Op.MEMBERSHIP:
+            if v is None:
+                raise ValueError("membership is required when op is 'membership'")
+            if not v.added and not v.removed:
+                raise ValueError("membership needs at least one added or removed member")
+            if set(v.added) & set(v.removed):
+                raise ValueError("a member cannot be both added and removed in one envelope")
+        elif v is not None:
+            raise ValueError("membership is only allowed when op is 'membership'")
+        return v
 
     @field_validator("event_time")
     @classmethod
     def _event_time(cls, v: datetime) -> datetime:
         return check_event_time(v)
+
+    @field_validator("structured_fields")
+    @classmethod
+    def _structured(cls, v: dict[str, Any]) -> dict[str, Any]:
+        check_structured(v)
+        return v
 
     @field_validator("document")
     @classmethod
@@ -145,6 +224,37 @@ class ChangeEnvelope(_Strict):
     @property
     def effective_acl_time(self) -> datetime:
         return self.acl.acl_event_time or self.event_time
+
+
+def needs_author_error(env: ChangeEnvelope) -> dict[str, str] | None:
+    """The one rule for structured fields: they become person claims, so they need an author with an
+    email or identity key to resolve to a person. ``None`` when the envelope satisfies it."""
+    if env.structured_fields and (env.author is None or not env.author.identity_keys()):
+        return {
+            "field": "author",
+            "msg": "structured_fields need an author with an email or identity key (unresolved author)",
+            "type": "unresolved_author",
+        }
+    return None
+
+
+def validate_envelope(obj: Any, *, prefix: str = "") -> ChangeEnvelope:
+    """THE envelope check, used by HTTP ingress, the Python producer and the ingest stage alike: the
+    contract plus the author rule. ``Rejected`` names the field (``prefix`` for batch items)."""
+    scan(obj, max_depth=MAX_NESTING + 1, prefix=prefix)  # structured_fields sit one level below the body
+    try:
+        env = ChangeEnvelope.model_validate(obj)
+    except ValidationError as exc:
+        raise Rejected(field_errors(exc, prefix=prefix)) from None
+    if (err := needs_author_error(env)) is not None:
+        field = f"{prefix}.{err['field']}" if prefix else err["field"]
+        raise Rejected([err | {"field": field}])
+    return env
+
+
+def envelope_from_json(raw: bytes | str) -> ChangeEnvelope:
+    """Parse and validate one envelope record/body (see ``schemas.validation.load_json``)."""
+    return validate_envelope(load_json(raw))
 
 
 def document_key(workspace: str, system: str, external_id: str) -> str:

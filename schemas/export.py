@@ -13,8 +13,22 @@ from pydantic import BaseModel
 
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
-from schemas.graph import GraphEvent
+from schemas.graph import EntityCard, FactsResponse, GraphEvent, PersonCard, QueryFactsRequest
+from schemas.memory import RememberRequest, RememberResponse
+from schemas.procedures import (
+    CreateProcedureRequest,
+    ProcedureDetail,
+    SearchProceduralMemoryRequest,
+    SearchProceduralMemoryResponse,
+)
+from schemas.taxonomy import PromotionRequest, Proposal, ProposalList
 from schemas.tools import RetrieveContextRequest, RetrieveContextResponse
+from schemas.worldbuilder import (
+    WorldbuilderKbRequest,
+    WorldbuilderKbResponse,
+    WorldbuilderLookupRequest,
+    WorldbuilderLookupResponse,
+)
 
 OUT = Path(__file__).parent / "json"
 CONTRACTS: dict[str, type[BaseModel]] = {
@@ -24,6 +38,23 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "graph_event.v1": GraphEvent,
     "retrieve_context.request.v1": RetrieveContextRequest,
     "retrieve_context.response.v1": RetrieveContextResponse,
+    "remember.request.v1": RememberRequest,
+    "remember.response.v1": RememberResponse,
+    "query_facts.request.v1": QueryFactsRequest,
+    "query_facts.response.v1": FactsResponse,
+    "person_card.v1": PersonCard,
+    "entity_card.v1": EntityCard,
+    "worldbuilder_kb.request.v1": WorldbuilderKbRequest,
+    "worldbuilder_kb.response.v1": WorldbuilderKbResponse,
+    "worldbuilder_lookup.request.v1": WorldbuilderLookupRequest,
+    "worldbuilder_lookup.response.v1": WorldbuilderLookupResponse,
+    "procedural_memory.create.v1": CreateProcedureRequest,
+    "procedural_memory.detail.v1": ProcedureDetail,
+    "search_procedural_memory.request.v1": SearchProceduralMemoryRequest,
+    "search_procedural_memory.response.v1": SearchProceduralMemoryResponse,
+    "taxonomy_proposal.v1": Proposal,
+    "taxonomy_proposals.list.v1": ProposalList,
+    "promotion.request.v1": PromotionRequest,
 }
 """Every exported contract, imported statically: a renamed or removed model fails at import, never skipped."""
 

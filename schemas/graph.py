@@ -8,6 +8,9 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.validation import BoundedDatetime, SafeStr
 
 TimeGrain = Literal["day", "month", "quarter", "year", "unknown"]
 TIME_GRAINS: tuple[str, ...] = ("day", "month", "quarter", "year", "unknown")
@@ -137,6 +140,10 @@ class Fact(_Read):
     confidence: float
     status: str = "active"
     evidence: list[FactEvidence] = Field(default_factory=list)
+    direction: Direction | None = Field(
+        default=None,
+        description="relative to the entity the read asked about: outgoing = it is the subject, incoming = the object",
+    )
 
 
 class FactChange(_Read):
@@ -179,6 +186,19 @@ class Collaborator(_Read):
     weight: float
 
 
+class ProjectLink(_Read):
+    """A person↔project (or product) collaboration edge: the person authored or took part in visible
+    documents that name the project. ``entity`` is the other end (the project on a person card, the
+    person on a project card)."""
+
+    entity: EntityBrief
+    roles: list[Literal["author", "participant"]]
+    count: int = Field(description="visible documents behind the edge")
+    last_seen: datetime
+    weight: float = Field(description="author 1.0 / participant 0.5 per document, decayed to now")
+    evidence: list[uuid.UUID] = Field(default_factory=list, description="most recent evidence document ids")
+
+
 class PersonCard(_Read):
     id: uuid.UUID
     name: str
@@ -188,6 +208,7 @@ class PersonCard(_Read):
     facts: list[Fact] = Field(default_factory=list)
     incoming: list[Fact] = Field(default_factory=list)
     collaborators: list[Collaborator] = Field(default_factory=list)
+    projects: list[ProjectLink] = Field(default_factory=list)
 
 
 class EntityCard(_Read):
@@ -197,6 +218,7 @@ class EntityCard(_Read):
     aliases: list[str] = Field(default_factory=list)
     facts: list[Fact] = Field(default_factory=list)
     incoming: list[Fact] = Field(default_factory=list)
+    contributors: list[ProjectLink] = Field(default_factory=list, description="projects/products: their people")
 
 
 # --- tool requests ---------------------------------------------------------------------------
@@ -205,49 +227,49 @@ class EntityCard(_Read):
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    workspace: str = Field(default="default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
+    workspace: SafeStr = Field(default="default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
 
 
 class SubjectRef(_Request):
-    type: str = Field(min_length=1, max_length=64)
+    type: SafeStr = Field(min_length=1, max_length=64)
     id: uuid.UUID
 
 
 class _Temporal(_Request):
-    as_of: datetime | None = None
-    believed_as_of: datetime | None = None
+    as_of: BoundedDatetime | None = None
+    believed_as_of: BoundedDatetime | None = None
     as_of_grain: TimeGrain | None = None
 
 
 class QueryFactsRequest(_Temporal):
     subjects: list[SubjectRef] = Field(default_factory=list, max_length=50)
-    about: str | None = Field(default=None, min_length=1, max_length=200)
+    about: SafeStr | None = Field(default=None, min_length=1, max_length=200)
     limit: int = Field(default=50, ge=1, le=500)
 
     @model_validator(mode="after")
     def _needs_subject(self) -> QueryFactsRequest:
         if not self.subjects and not self.about:
-            raise ValueError("give subjects or about")
+            raise PydanticCustomError("missing_subject", "give subjects or about", {"path": "subjects"})
         return self
 
 
 class DiffFactsRequest(_Request):
     subjects: list[SubjectRef] = Field(default_factory=list, max_length=50)
-    about: str | None = Field(default=None, min_length=1, max_length=200)
-    from_time: datetime
-    to_time: datetime
+    about: SafeStr | None = Field(default=None, min_length=1, max_length=200)
+    from_time: BoundedDatetime
+    to_time: BoundedDatetime
     axis: Axis = "world"
 
     @model_validator(mode="after")
     def _needs_subject(self) -> DiffFactsRequest:
         if not self.subjects and not self.about:
-            raise ValueError("give subjects or about")
+            raise PydanticCustomError("missing_subject", "give subjects or about", {"path": "subjects"})
         return self
 
 
 class QueryPathsRequest(_Temporal):
     seeds: list[SubjectRef] = Field(default_factory=list, max_length=20)
-    about: str | None = Field(default=None, min_length=1, max_length=200)
+    about: SafeStr | None = Field(default=None, min_length=1, max_length=200)
     max_depth: int = Field(default=2, ge=1, le=4)
     max_fanout: int = Field(default=20, ge=1, le=100)
     limit: int = Field(default=20, ge=1, le=200)
@@ -255,7 +277,7 @@ class QueryPathsRequest(_Temporal):
     @model_validator(mode="after")
     def _needs_seed(self) -> QueryPathsRequest:
         if not self.seeds and not self.about:
-            raise ValueError("give seeds or about")
+            raise PydanticCustomError("missing_seed", "give seeds or about", {"path": "seeds"})
         return self
 
 
@@ -267,3 +289,7 @@ class FactsResponse(_Read):
 class PathsResponse(_Read):
     seeds: list[EntityBrief]
     paths: list[Path]
+    partial: bool = Field(
+        default=False, description="the walk's work budget ran out: paths are complete only up to depth_walked"
+    )
+    depth_walked: int | None = Field(default=None, description="the depth the returned paths were walked to")

@@ -10,9 +10,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from schemas.envelope import Principal
+from schemas.validation import BoundedDatetime, storable_value
 
 MAX_QUERY_CHARS = 2_000
 MAX_LIMIT = 50
@@ -23,9 +24,11 @@ Mode = Literal["vector_first", "graph_first", "joint"]
 Grain = Literal["day", "month", "quarter", "year", "unknown"]
 Arms = Literal["full", "hybrid", "lexical", "dense"]
 Tool = Literal["retrieve_context", "search_knowledge_base"]
-Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS)]
+_STORABLE = AfterValidator(storable_value)  # no NUL, no lone surrogate: what Postgres and UTF-8 can carry
+Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS), _STORABLE]
 Workspace = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
-ShortName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+ShortName = Annotated[str, StringConstraints(min_length=1, max_length=128), _STORABLE]
+About = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE]
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -54,9 +57,9 @@ class Subject(_Req):
 class PassageFilters(_Req):
     source_systems: list[ShortName] = Field(default_factory=list, max_length=32)
     kinds: list[ShortName] = Field(default_factory=list, max_length=16)
-    date_from: datetime | None = Field(default=None, description="inclusive lower bound on event_time")
-    date_to: datetime | None = Field(default=None, description="exclusive upper bound on event_time")
-    author: Annotated[str, StringConstraints(min_length=1, max_length=320)] | None = Field(
+    date_from: BoundedDatetime | None = Field(default=None, description="inclusive lower bound on event_time")
+    date_to: BoundedDatetime | None = Field(default=None, description="exclusive upper bound on event_time")
+    author: Annotated[str, StringConstraints(min_length=1, max_length=320), _STORABLE] | None = Field(
         default=None, description="author person id (uuid) or email"
     )
 
@@ -71,7 +74,7 @@ class SearchKnowledgeBaseRequest(_Req):
     workspace: Workspace = "default"
     limit: int = Field(default=DEFAULT_LIMIT, description="clamped to 1..50")
     filters: PassageFilters = Field(default_factory=PassageFilters)
-    as_of: datetime | None = Field(default=None, description="upper bound on passage event_time")
+    as_of: BoundedDatetime | None = Field(default=None, description="upper bound on passage event_time")
     arms: Arms = Field(default="full", description="evaluation override: which arms to fuse")
 
     @field_validator("limit", mode="before")
@@ -88,8 +91,10 @@ class SearchKnowledgeBaseRequest(_Req):
 class RetrieveContextRequest(SearchKnowledgeBaseRequest):
     mode: Mode = "vector_first"
     subjects: list[Subject] = Field(default_factory=list, max_length=20)
-    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None = None
-    believed_as_of: datetime | None = None
+    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE] | None = (
+        None
+    )
+    believed_as_of: BoundedDatetime | None = None
     as_of_grain: Grain | None = Field(default=None, description="host value wins over the planner's grain")
     max_tokens: int | None = Field(default=None, description="packing budget, clamped to 1..100000")
     synthesize: bool = False
@@ -142,7 +147,9 @@ class RpcViewer(_Req):
     """The human the agent acts for. The Kafka topic's ACLs authenticate the producing service."""
 
     principal_id: Principal | None = None
-    groups: list[Principal] = Field(default_factory=list, max_length=512)
+    groups: list[Principal] | None = Field(
+        default=None, max_length=512, description="None: the principal's groups from the org directory"
+    )
 
     @field_validator("principal_id")
     @classmethod
@@ -153,8 +160,8 @@ class RpcViewer(_Req):
 
     @field_validator("groups")
     @classmethod
-    def _groups(cls, v: list[str]) -> list[str]:
-        if any(not g.lower().startswith("group:") for g in v):
+    def _groups(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(not g.lower().startswith("group:") for g in v):
             raise ValueError("groups must be group:<uuid>")
         return v
 

@@ -102,6 +102,34 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
+    """MCP over stdio for desktop clients; the principal is fixed at start (flags or ORGMEM_MCP_* env)."""
+    import os
+
+    from services.api.mcp import build_mcp_server, parse_stdio_principal
+    from services.directory import groups_of, load_static_members
+    from services.runtime import build_runtime
+    from services.viewer import Viewer
+    from services.wiring import build_clients
+
+    principal = args.principal or os.environ.get("ORGMEM_MCP_PRINCIPAL")
+    raw_groups = args.groups if args.groups is not None else os.environ.get("ORGMEM_MCP_GROUPS")
+    pid, groups = parse_stdio_principal(principal, raw_groups)
+    rt = await build_runtime(settings, build_clients)  # the retriever needs the embedder
+    try:
+        await rt.publisher.start()
+        if groups is None:  # no explicit groups: the org directory's, once at start
+            async with rt.pool.acquire() as conn:
+                found = set(await groups_of(conn, pid))
+            found |= load_static_members(settings.org_hierarchy_path).get(pid, frozenset())
+            groups = tuple(sorted(found))
+        viewer = Viewer(pid, groups, frozenset())
+        await build_mcp_server(lambda: rt, lambda ctx: viewer).run_stdio_async()
+    finally:
+        await rt.close()
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="orgmem", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -118,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host")
     run.add_argument("--port", type=int)
     sub.add_parser("status", help="infrastructure health and consumer lag per stage")
+    m = sub.add_parser("mcp", help="MCP server over stdio, as one fixed principal")
+    m.add_argument("--principal", help="user:<uuid> the agent acts for (or ORGMEM_MCP_PRINCIPAL)")
+    m.add_argument("--groups", help="comma-separated group:<uuid> (or ORGMEM_MCP_GROUPS); default: the directory")
     from services.eval.cli import add_eval_commands
     from services.ops.cli import add_ops_commands
 
@@ -132,6 +163,7 @@ COMMANDS: dict[str, Command] = {
     "up": cmd_serve,
     "run": cmd_serve,
     "status": cmd_status,
+    "mcp": cmd_mcp,
 }
 
 

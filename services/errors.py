@@ -49,6 +49,14 @@ class InvalidPayloadError(PermanentError):
         self.field = field
 
 
+class NotFoundError(PermanentError):
+    """Nothing the viewer may see has this id or name (a 404: never says whether it exists)."""
+
+    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
+        super().__init__(message, field=field, **context)
+        self.field = field
+
+
 class UnresolvedAuthorError(PermanentError):
     """Registry-bound structured fields need an author that resolves to a person."""
 

@@ -21,3 +21,9 @@ INGRESS_ENVELOPES = Counter(
     registry=REGISTRY,
 )
 RETRIEVALS = Counter("orgmem_retrievals_total", "retrieve calls", ["tool", "transport"], registry=REGISTRY)
+MEMORY_WRITES = Counter(
+    "orgmem_memory_writes_total",
+    "Agent memory writes by outcome (accepted, forgotten, forbidden, throttled_cap, throttled_cooldown)",
+    ["outcome"],
+    registry=REGISTRY,
+)

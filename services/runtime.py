@@ -8,9 +8,10 @@ knows the clients only by their ports (``services.ports``). ``Runtime.close`` cl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +64,16 @@ class Runtime:
     watches: dict[str, DependencyWatch] = field(default_factory=dict)  # per stage: outage vs poison
     handlers: dict[str, BatchHandler] = field(default_factory=dict)
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run first on close, while the pool is open (e.g. the retriever's pending access counts)."""
+    _graph_walk_slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
+
+    @property
+    def graph_walk_slots(self) -> asyncio.Semaphore:
+        """At most ``GRAPH_WALK_CONCURRENCY`` path walks hold a connection at once (every door: HTTP, MCP)."""
+        if self._graph_walk_slots is None:
+            self._graph_walk_slots = asyncio.Semaphore(self.settings.graph_walk_concurrency)
+        return self._graph_walk_slots
 
     @property
     def embedder(self) -> Embedder:
@@ -81,6 +92,11 @@ class Runtime:
 
     async def close(self) -> None:
         try:
+            for hook in self.on_close:
+                try:
+                    await hook()
+                except Exception as exc:
+                    log.warning("close hook %s failed: %s", getattr(hook, "__qualname__", hook), exc)
             await self.broker.stop()
             await self.publisher.stop()
         finally:

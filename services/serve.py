@@ -92,7 +92,7 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     watcher = asyncio.create_task(_follow_generation(base, stages, holder, app))
     try:
         if app is not None:
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
             await uvicorn.Server(config).serve()
         else:
             stop = asyncio.Event()

@@ -52,6 +52,23 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # per-request database time (statement_timeout) of HTTP routes; graph walks get their own budget
+    # (a walk that runs out answers the deepest complete level, flagged partial) and a concurrency cap
+    api_statement_timeout_ms: int = Field(default=15_000, ge=100)
+    graph_walk_budget_ms: int = Field(default=4_000, ge=100)
+    graph_walk_concurrency: int = Field(default=2, ge=1)
+    graph_walk_queue_s: float = Field(default=10.0, gt=0)
+
+    # --- agents (MCP, memory writes) -------------------------------------------------------------
+    memory_write_cooldown_s: float = Field(default=0.0, ge=0, description="seconds between writes of a session")
+    memory_write_cap: int = Field(default=200, ge=1, description="memory writes per (principal, session)")
+    mcp_allowed_hosts: str = Field(
+        default="127.0.0.1:*,localhost:*,[::1]:*", description="Host header allow-list of /mcp (comma-separated)"
+    )
+    mcp_allowed_origins: str = Field(default="http://127.0.0.1:*,http://localhost:*,http://[::1]:*")
+    mcp_tokens_path: Path | None = Field(
+        default=None, description='bearer tokens of /mcp: {"<token>": {"principal_id": "user:…", "groups": [...]}}'
+    )
 
     # --- embeddings ------------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
@@ -82,6 +99,11 @@ class Settings(BaseSettings):
     ``none`` with ``rerank_url`` set, as before): the vendor endpoint."""
     rerank_model_path: Path | None = None
     rerank_tokenizer_path: Path | None = None
+
+    # --- taxonomy write-back --------------------------------------------------------------------
+    taxonomy_proposal_webhook_url: str | None = None
+    taxonomy_proposal_webhook_secret: SecretStr | None = None
+    taxonomy_proposal_webhook_attempts: int = Field(default=3, ge=1, le=10)
 
     log_level: str = "INFO"
 

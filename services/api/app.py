@@ -3,34 +3,52 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
 
-from services.api import graph, health, ingress, tools
+from services.api import (
+    errors,
+    graph,
+    health,
+    ingress,
+    mcp,
+    memories,
+    openapi,
+    procedures,
+    taxonomy,
+    tools,
+    worldbuilder,
+)
+from services.api.limits import RequestLimits
+from services.directory import load_static_members
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
 
 def create_app(rt: Runtime) -> FastAPI:
     api_key = rt.settings.require_api_key().get_secret_value()
+    mcp_server = mcp.build_mcp_server(lambda: app.state.runtime, mcp.http_viewer)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp_server.session_manager.run():  # the MCP transport's sessions live in the host app
+            yield
+
     app = FastAPI(
         title="Org Memory",
         version="0.1.0",
         description="Workplace memory for AI agents: viewer-scoped passages, facts and relationship paths.",
+        lifespan=lifespan,
     )
     app.state.runtime = rt
     app.state.api_key = api_key
-    max_bytes = rt.settings.max_request_bytes
+    errors.install(app)
+    app.state.static_members = load_static_members(rt.settings.org_hierarchy_path)
 
     @app.middleware("http")
-    async def bound_and_measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > max_bytes:
-            return JSONResponse(
-                {"detail": {"field": "body", "msg": f"request body over {max_bytes} bytes"}}, status_code=413
-            )
+    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         start = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")
@@ -40,7 +58,20 @@ def create_app(rt: Runtime) -> FastAPI:
         return response
 
     app.include_router(health.router)
-    app.include_router(ingress.router)
-    app.include_router(tools.router)
-    app.include_router(graph.router)
+    app.include_router(ingress.router, responses=errors.responses(409))
+    app.include_router(memories.router, responses=errors.responses(403, 404, 429))
+    mcp.mount(app, mcp_server, rt.settings)
+    app.include_router(tools.router, responses=errors.responses(502))
+    app.include_router(graph.router, responses=errors.responses(404))
+    app.include_router(worldbuilder.router, responses=errors.responses(404))
+    app.include_router(procedures.router, responses=errors.responses(403, 404))
+    app.include_router(taxonomy.router, responses=errors.responses(403, 404))
+    openapi.install(app)
+    # outermost: authenticate and bound the body before anything reads it
+    app.add_middleware(
+        RequestLimits,
+        api_key=api_key,
+        max_bytes=rt.settings.max_request_bytes,
+        statement_ms=rt.settings.api_statement_timeout_ms,
+    )
     return app

@@ -5,6 +5,8 @@
   the human the agent acts for. No principal -> no private data (the viewer sees only documents
   shared with a group it holds — with no groups, nothing).
 - ``X-Principal-Roles: admin`` for admin routes (403 otherwise).
+- A viewer with ``X-Principal-Id`` and no ``X-Principal-Groups`` header is expanded to their groups
+  from the org directory (``services/directory.py``); an explicit ``X-Principal-Groups`` always wins.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hmac
 from fastapi import Header, HTTPException, Request, status
 
 from schemas.envelope import PRINCIPAL_RE
+from services import directory
 from services.viewer import Viewer
 
 MAX_GROUPS = 512
@@ -55,8 +58,16 @@ async def require_viewer(
             detail={"field": "X-Principal-Groups", "msg": f"at most {MAX_GROUPS} groups"},
         )
     groups = tuple(sorted({_principal(g, "X-Principal-Groups", "group") for g in raw_groups}))
+    if pid and x_principal_groups is None:
+        groups = await directory_groups(request, pid)
     roles = frozenset(r.strip().lower() for r in (x_principal_roles or "").split(",") if r.strip())
     return Viewer(pid, groups, roles)
+
+
+async def directory_groups(request: Request, principal_id: str) -> tuple[str, ...]:
+    """The groups the org directory gives ``principal_id`` now (log-fed table + hierarchy ``members``)."""
+    static: dict[str, frozenset[str]] = getattr(request.app.state, "static_members", {})
+    return await directory.directory_groups(request.app.state.runtime.pool, static, principal_id)
 
 
 async def require_admin(

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.graph import (
     DiffFactsRequest,
-    EntityBrief,
     EntityCard,
     FactDiff,
     FactsResponse,
@@ -23,6 +23,7 @@ from schemas.graph import (
     SubjectRef,
     TimeGrain,
 )
+from schemas.validation import BoundedDatetime
 from services.api.auth import require_viewer
 from services.graph import cards, reads
 from services.runtime import Runtime
@@ -44,21 +45,21 @@ def _principals(request: Request, viewer: Viewer) -> Principals:
 
 
 async def _subjects(
-    request: Request, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
+    rt: Runtime, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
     seeds = [(s.type, s.id) for s in subjects]
     if about:
-        async with _runtime(request).pool.acquire() as conn:
+        async with rt.pool.acquire() as conn:
             found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
         seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
     return seeds
 
 
-@router.post("/tools/query_facts", response_model=FactsResponse)
-async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+# The tool implementations, shared by the HTTP routes below and the MCP server (services/api/mcp.py).
+async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) -> FactsResponse:
+    principals = viewer.expand(rt.hierarchy)
+    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
+    async with rt.pool.acquire() as conn:
         facts = await reads.query_facts(
             conn,
             workspace=body.workspace,
@@ -68,16 +69,16 @@ async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerD
             believed_as_of=body.believed_as_of,
             as_of_grain=body.as_of_grain,
             limit=body.limit,
+            direction="both",  # a fact is found from its subject and from its object
         )
-    briefs = {f.subject.id: f.subject for f in facts}
-    return FactsResponse(subjects=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], facts=facts)
+        briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
+    return FactsResponse(subjects=briefs, facts=facts)
 
 
-@router.post("/tools/diff_facts", response_model=FactDiff)
-async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.subjects, body.about)
-    async with _runtime(request).pool.acquire() as conn:
+async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
+    principals = viewer.expand(rt.hierarchy)
+    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
+    async with rt.pool.acquire() as conn:
         return await reads.diff_facts(
             conn,
             workspace=body.workspace,
@@ -89,25 +90,66 @@ async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep
         )
 
 
+async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) -> PathsResponse:
+    async with _walk_slot(rt):
+        principals = viewer.expand(rt.hierarchy)
+        seeds = await _subjects(rt, body.workspace, principals, body.seeds, body.about)
+        async with rt.pool.acquire() as conn:
+            paths, depth, partial = await reads.query_paths_within(
+                conn,
+                budget_ms=rt.settings.graph_walk_budget_ms,
+                workspace=body.workspace,
+                viewer=principals,
+                seeds=seeds,
+                max_depth=body.max_depth,
+                max_fanout=body.max_fanout,
+                as_of=body.as_of,
+                believed_as_of=body.believed_as_of,
+                as_of_grain=body.as_of_grain,
+                limit=body.limit,
+            )
+            briefs = await reads.entity_briefs(conn, workspace=body.workspace, viewer=principals, refs=seeds)
+    return PathsResponse(
+        seeds=briefs,
+        paths=paths,
+        partial=partial,
+        depth_walked=depth,
+    )
+
+
+@contextlib.asynccontextmanager
+async def _walk_slot(rt: Runtime) -> AsyncIterator[None]:
+    """At most ``GRAPH_WALK_CONCURRENCY`` path walks hold a connection at once, so walks cannot take the
+    whole pool from passage search; a walk that waits longer than ``GRAPH_WALK_QUEUE_S`` gets 429."""
+    settings = rt.settings
+    slots = rt.graph_walk_slots
+    try:
+        await asyncio.wait_for(slots.acquire(), timeout=settings.graph_walk_queue_s)
+    except TimeoutError:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            detail={"field": "request", "msg": "too many concurrent graph walks; retry later", "type": "busy"},
+            headers={"Retry-After": "1"},
+        ) from None
+    try:
+        yield
+    finally:
+        slots.release()
+
+
+@router.post("/tools/query_facts", response_model=FactsResponse)
+async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
+    return await run_query_facts(_runtime(request), viewer, body)
+
+
+@router.post("/tools/diff_facts", response_model=FactDiff)
+async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
+    return await run_diff_facts(_runtime(request), viewer, body)
+
+
 @router.post("/tools/query_paths", response_model=PathsResponse)
 async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
-    principals = _principals(request, viewer)
-    seeds = await _subjects(request, body.workspace, principals, body.seeds, body.about)
-    async with _runtime(request).pool.acquire() as conn:
-        paths = await reads.query_paths(
-            conn,
-            workspace=body.workspace,
-            viewer=principals,
-            seeds=seeds,
-            max_depth=body.max_depth,
-            max_fanout=body.max_fanout,
-            as_of=body.as_of,
-            believed_as_of=body.believed_as_of,
-            as_of_grain=body.as_of_grain,
-            limit=body.limit,
-        )
-    briefs = {p.seed.id: p.seed for p in paths}
-    return PathsResponse(seeds=[briefs.get(i) or EntityBrief(type=t, id=i, name="") for t, i in seeds], paths=paths)
+    return await run_query_paths(_runtime(request), viewer, body)
 
 
 async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:
@@ -122,8 +164,8 @@ async def person_card(
     request: Request,
     viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: datetime | None = None,
-    believed_as_of: datetime | None = None,
+    as_of: BoundedDatetime | None = None,
+    believed_as_of: BoundedDatetime | None = None,
     as_of_grain: TimeGrain | None = None,
 ) -> PersonCard:
     card = await _card(
@@ -147,8 +189,8 @@ async def entity_card(
     request: Request,
     viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: datetime | None = None,
-    believed_as_of: datetime | None = None,
+    as_of: BoundedDatetime | None = None,
+    believed_as_of: BoundedDatetime | None = None,
     as_of_grain: TimeGrain | None = None,
 ) -> EntityCard:
     card = await _card(

@@ -1,5 +1,7 @@
 """HTTP ingress: validate a ChangeEnvelope, produce it to ``om.envelopes.v1``, answer 202 with its offset.
 
+Validation is ``schemas.envelope.validate_envelope`` — the very function the ingest stage applies to the
+record — on the JSON parsed the way ingest parses it, so a 202 means the envelope will be ingested.
 Invalid input -> 422 naming the field at fault, and nothing is produced; an ``envelope_id`` already bound
 to different content -> 409 (``services.idempotency``). The batch form validates
 every envelope first and produces nothing unless all are valid.
@@ -10,46 +12,43 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request, status
-from pydantic import ValidationError
+from fastapi import APIRouter, Depends, HTTPException, Request, status
 
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, validate_envelope
+from schemas.validation import Rejected, load_json
 from services.api.auth import require_service
 from services.idempotency import conflicting_envelopes
 from services.metrics import INGRESS_ENVELOPES
-from services.payload_errors import field_errors
 
 router = APIRouter(prefix="/ingress", tags=["ingress"], dependencies=[Depends(require_service)])
 MAX_BATCH = 1000
+ENVELOPE_SCHEMA: dict[str, Any] = {"$ref": "#/components/schemas/ChangeEnvelope"}
+
+
+def _rejected(exc: Rejected, index: int | None = None) -> HTTPException:
+    INGRESS_ENVELOPES.labels("rejected").inc()
+    detail: dict[str, Any] = {"field": exc.field, "errors": exc.errors}
+    if index is not None:
+        detail["index"] = index
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
+
+
+async def _body(request: Request) -> Any:
+    """The body as the door parsed it (``services.api.limits``), else parsed here the same way."""
+    parsed = getattr(request.state, "json_body", None)
+    if parsed is not None:
+        return parsed
+    try:
+        return load_json(await request.body())
+    except Rejected as exc:
+        raise _rejected(exc) from None
 
 
 def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
     try:
-        env = ChangeEnvelope.model_validate(raw)
-    except ValidationError as exc:
-        INGRESS_ENVELOPES.labels("rejected").inc()
-        errors = field_errors(exc)
-        detail: dict[str, Any] = {"field": errors[0]["field"], "errors": errors}
-        if index is not None:
-            detail["index"] = index
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from None
-    if env.structured_fields and (env.author is None or not env.author.identity_keys()):
-        INGRESS_ENVELOPES.labels("rejected").inc()
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={
-                "field": "author",
-                "index": index,
-                "errors": [
-                    {
-                        "field": "author",
-                        "msg": "structured_fields need an author with an email or identity key (unresolved author)",
-                        "type": "unresolved_author",
-                    }
-                ],
-            },
-        )
-    return env
+        return validate_envelope(raw, prefix="" if index is None else str(index))
+    except Rejected as exc:
+        raise _rejected(exc, index) from None
 
 
 async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
@@ -84,17 +83,37 @@ async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> No
         raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
 
 
-@router.post("/envelope", status_code=status.HTTP_202_ACCEPTED)
-async def post_envelope(request: Request, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    env = _validate(body)
+@router.post(
+    "/envelope",
+    status_code=status.HTTP_202_ACCEPTED,
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": ENVELOPE_SCHEMA}}}},
+)
+async def post_envelope(request: Request) -> dict[str, Any]:
+    env = _validate(await _body(request))
     await _refuse_reused_ids(request, [env])
     return await _produce(request, env)
 
 
-@router.post("/envelopes", status_code=status.HTTP_202_ACCEPTED)
-async def post_envelopes(
-    request: Request, body: list[dict[str, Any]] = Body(..., max_length=MAX_BATCH)
-) -> dict[str, Any]:
+@router.post(
+    "/envelopes",
+    status_code=status.HTTP_202_ACCEPTED,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {"type": "array", "items": ENVELOPE_SCHEMA, "minItems": 0, "maxItems": MAX_BATCH}
+                }
+            },
+        }
+    },
+)
+async def post_envelopes(request: Request) -> dict[str, Any]:
+    body = await _body(request)
+    if not isinstance(body, list):
+        raise _rejected(Rejected([{"field": "body", "msg": "expected a JSON array", "type": "list_type"}]))
+    if len(body) > MAX_BATCH:
+        raise _rejected(Rejected([{"field": "body", "msg": f"at most {MAX_BATCH} envelopes", "type": "too_long"}]))
     envs = [_validate(raw, i) for i, raw in enumerate(body)]
     await _refuse_reused_ids(request, envs)
     results = await asyncio.gather(*(_produce(request, e) for e in envs))

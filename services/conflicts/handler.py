@@ -39,6 +39,8 @@ from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.names import normalize_name
 from services.people import resolve_keys as resolve_person_keys
+from services.taxonomy import proposals
+from services.taxonomy.proposals import Webhook
 from services.taxonomy.registry import LITERAL, Registry
 
 log = logging.getLogger("orgmem.conflicts")
@@ -46,8 +48,12 @@ NAME_NAMESPACE = "name"
 
 
 class ConflictsHandler:
-    def __init__(self, *, pool: asyncpg.Pool, dead_letters: DeadLetters, registry: Registry) -> None:
+    def __init__(
+        self, *, pool: asyncpg.Pool, dead_letters: DeadLetters, registry: Registry, webhook: Webhook | None = None
+    ) -> None:
         self.pool = pool
+        self.webhook = webhook
+        self.proposals = 0
         self.dead_letters = dead_letters
         self.registry = registry
         self.exclusive = [p.name for p in registry.predicates if p.exclusive]
@@ -69,7 +75,17 @@ class ConflictsHandler:
             for workspace, batch in sorted(by_ws.items()):
                 await self._merges(conn, workspace, batch)
                 await self._apply(conn, workspace, batch)
+                # taxonomy write-back: knowledge that differs from the host's ground truth -> proposals
+                touched = await proposals.subjects_of_documents(
+                    conn, self.registry, workspace, [e.document_id for e in batch]
+                )
+                self.proposals += len(await proposals.refresh_subjects(conn, self.registry, workspace, touched))
         self.applied += len(last)
+        if self.webhook is not None:  # after the commit; failures are logged per attempt, never fatal
+            try:
+                await self.webhook.deliver_pending(self.pool)
+            except (asyncpg.PostgresError, OSError) as exc:
+                log.warning("proposal webhook delivery skipped: %s", exc)
 
     # --- identity ----------------------------------------------------------------------------
 
@@ -135,7 +151,12 @@ class ConflictsHandler:
         await repo.propose_merges(conn, workspace, proposals)
         current = await repo.current_people(conn, people.values())
         people = {k: current.get(v, v) for k, v in people.items()}
-        await repo.ensure_person_entities(conn, workspace, people.values())
+        # authors and participants get an entity row too (person cards, person↔project edges)
+        ctx_ids = {p for e in events for p in e.context_person_ids}
+        ctx_current = await repo.current_people(conn, ctx_ids)
+        await repo.ensure_person_entities(
+            conn, workspace, [*people.values(), *(ctx_current.get(p, p) for p in ctx_ids)]
+        )
         out.update(people)
         rows: list[tuple[uuid.UUID, str, str, str]] = []
         named: list[tuple[uuid.UUID, ExtractedEntity, str]] = []

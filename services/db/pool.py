@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import asyncpg
@@ -14,6 +16,28 @@ from services.settings import Settings
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+# Per-request database time budget (ms): set by the HTTP door for the route being served, applied to
+# every connection the request acquires (``SET statement_timeout``; the pool's RESET ALL on release
+# clears it). ``None`` = the server default (stages, CLI).
+STATEMENT_BUDGET_MS: ContextVar[int | None] = ContextVar("orgmem_statement_budget_ms", default=None)
+
+
+@contextlib.contextmanager
+def statement_budget(ms: int | None) -> Iterator[None]:
+    """Bound every statement run on connections acquired inside the block to ``ms`` milliseconds."""
+    token = STATEMENT_BUDGET_MS.set(ms)
+    try:
+        yield
+    finally:
+        STATEMENT_BUDGET_MS.reset(token)
+
+
+async def _apply_budget(conn: asyncpg.Connection) -> None:
+    ms = STATEMENT_BUDGET_MS.get()
+    if ms is not None:
+        await conn.execute(f"SET statement_timeout = {int(ms)}")
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -31,6 +55,7 @@ async def create_pool(settings: Settings, *, schema: str | None = None, **kwargs
             min_size=kwargs.pop("min_size", settings.db_pool_min),
             max_size=kwargs.pop("max_size", settings.db_pool_max),
             init=_init_connection,
+            setup=_apply_budget,
             # a startup parameter, so the pool's RESET ALL on release keeps it
             server_settings={"search_path": f"{quote_ident(target)}, public"},
             command_timeout=kwargs.pop("command_timeout", 60),

@@ -15,6 +15,7 @@ import asyncpg
 
 from schemas.graph import Collaborator, EntityBrief, EntityCard, PersonCard
 from services.decay import HALF_LIFE_DAYS, decay_sql
+from services.graph.projects import PROJECT_TYPES, person_projects, project_people
 from services.graph.reads import current_ids, query_facts
 from services.graph.temporal import Params, entity_acl_sql
 from services.viewer import Principals
@@ -67,8 +68,11 @@ async def entity_card(
         type=row["type"],
         name=row["name"],
         aliases=aliases,
-        facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, **kw),
-        incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, incoming=True, **kw),
+        facts=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, direction="outgoing", **kw),
+        incoming=await query_facts(conn, workspace=workspace, viewer=viewer, subjects=subj, direction="incoming", **kw),
+        contributors=await project_people(conn, workspace=workspace, viewer=viewer, entity=row["id"])
+        if row["type"] in PROJECT_TYPES
+        else [],
     )
 
 
@@ -140,4 +144,5 @@ async def person_card(
         facts=card.facts,
         incoming=card.incoming,
         collaborators=await collaborators(conn, workspace=workspace, viewer=viewer, person=card.id),
+        projects=await person_projects(conn, workspace=workspace, viewer=viewer, person=card.id),
     )

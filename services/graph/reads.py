@@ -33,6 +33,7 @@ _FACT_JOINS = " FROM facts f JOIN entities s ON s.id = f.subject_id LEFT JOIN en
 
 
 def _fact(r: asyncpg.Record) -> Fact:
+    keys = r.keys()
     evidence = [FactEvidence(**e) for e in json.loads(r["evidence"] or "[]")]
     return Fact(
         id=r["id"],
@@ -48,6 +49,7 @@ def _fact(r: asyncpg.Record) -> Fact:
         confidence=r["confidence"],
         status=r["status"],
         evidence=evidence,
+        direction=r["direction"] if "direction" in keys else None,
     )
 
 
@@ -117,22 +119,53 @@ async def query_facts(
     as_of_grain: str | None = None,
     limit: int = 50,
     incoming: bool = False,
+    direction: str | None = None,
 ) -> list[Fact]:
-    """Facts whose subject (``incoming``: object) is one of ``subjects``, visible and temporally selected."""
+    """Facts about ``subjects``, visible and temporally selected, each with its ``direction``.
+
+    ``direction``: ``outgoing`` (the entity is the subject; the default), ``incoming`` (it is the object;
+    also ``incoming=True``) or ``both`` (either end: "who founded Voltana" and "what did Marla found" are
+    one fact)."""
     if not viewer or not subjects:
         return []
+    direction = direction or ("incoming" if incoming else "outgoing")
+    if direction not in ("outgoing", "incoming", "both"):
+        raise ValueError(f"direction must be outgoing, incoming or both, got {direction!r}")
     ids = await current_ids(conn, [s[1] for s in subjects])
     p = Params()
     ws, sid, vw = p.add(workspace), p.add(ids), p.add(list(viewer))
     when = temporal_sql(p, as_of=as_of, believed_as_of=believed_as_of, as_of_grain=as_of_grain)
-    col = "f.object_id" if incoming else "f.subject_id"
+    ends = {
+        "outgoing": f"f.subject_id = ANY({sid}::uuid[])",
+        "incoming": f"f.object_id = ANY({sid}::uuid[])",
+        "both": f"(f.subject_id = ANY({sid}::uuid[]) OR f.object_id = ANY({sid}::uuid[]))",
+    }[direction]
+    dir_sql = f"CASE WHEN f.subject_id = ANY({sid}::uuid[]) THEN 'outgoing' ELSE 'incoming' END AS direction"
     sql = (
-        f"SELECT {_FACT_COLUMNS}{_FACT_JOINS} WHERE f.workspace = {ws} AND {col} = ANY({sid}::uuid[])"
+        f"SELECT {_FACT_COLUMNS}, {dir_sql}{_FACT_JOINS} WHERE f.workspace = {ws} AND {ends}"
         f" AND {when} AND {fact_acl_sql(vw)}"
         f" ORDER BY (f.predicate = 'mentioned'), f.confidence DESC, f.valid_from DESC, f.id LIMIT"
         f" {p.add(limit)}"
     )
     return [_fact(r) for r in await conn.fetch(sql, *p.values)]
+
+
+async def entity_briefs(
+    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], refs: Sequence[tuple[str, uuid.UUID]]
+) -> list[EntityBrief]:
+    """Display names of ``refs`` (merges followed), in order, keeping only entities the viewer may see."""
+    if not viewer or not refs:
+        return []
+    ids = await current_ids(conn, [r[1] for r in refs])
+    p = Params()
+    ws, sid, vw = p.add(workspace), p.add(ids), p.add(list(viewer))
+    rows = await conn.fetch(
+        f"SELECT e.id, e.type, e.name FROM entities e WHERE e.workspace = {ws} AND e.id = ANY({sid}::uuid[])"
+        f" AND {entity_acl_sql(vw)}",
+        *p.values,
+    )
+    found = {r["id"]: EntityBrief(type=r["type"], id=r["id"], name=r["name"]) for r in rows}
+    return [found[i] for i in ids if i in found]
 
 
 async def diff_facts(
@@ -266,6 +299,28 @@ async def query_paths(
             steps.append(PathStep(fact_id=fid, predicate=preds[fid], direction=d, source=src, target=dst))
         paths.append(Path(seed=nodes[0], nodes=nodes, steps=steps, score=float(r["score"])))
     return paths
+
+
+async def query_paths_within(
+    conn: asyncpg.Connection, *, budget_ms: int, max_depth: int, **walk: Any
+) -> tuple[list[Path], int, bool]:
+    """``query_paths`` inside a work budget: the full depth first with half the budget, then one level
+    shallower with half of what is left, down to depth 1. Returns ``(paths, depth walked, partial)``;
+    ``partial`` means the budget cut the walk short of ``max_depth``. A budget too small even for
+    depth 1 raises ``asyncpg.QueryCanceledError``."""
+    share = budget_ms / 2
+    depth = max_depth
+    while True:
+        try:
+            async with conn.transaction(readonly=True):
+                await conn.execute(f"SET LOCAL statement_timeout = {max(int(share), 50)}")
+                paths = await query_paths(conn, max_depth=depth, **walk)
+            return paths, depth, depth < max_depth
+        except asyncpg.QueryCanceledError:
+            if depth <= 1:
+                raise
+            depth -= 1
+            share /= 2
 
 
 async def relational_evidence(

@@ -17,11 +17,11 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from pydantic import ValidationError
 
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, envelope_from_json, validate_envelope
+from schemas.validation import Rejected
+from services.errors import InvalidPayloadError
 from services.kafka.clients import INPUT_MAX_BYTES, producer_config
-from services.payload_errors import invalid_payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +33,14 @@ class ProducedRecord:
 
 
 def to_envelope(item: ChangeEnvelope | Mapping[str, Any]) -> ChangeEnvelope:
-    if isinstance(item, ChangeEnvelope):
-        return item
+    """The envelope as ingest will see it: the same check as HTTP ingress and the ingest stage (a model
+    built in Python is re-validated from its JSON, the form it travels in)."""
     try:
-        return ChangeEnvelope.model_validate(item)
-    except ValidationError as exc:
-        raise invalid_payload(exc) from None
+        if isinstance(item, ChangeEnvelope):
+            return envelope_from_json(item.model_dump_json())
+        return validate_envelope(dict(item))
+    except Rejected as exc:
+        raise InvalidPayloadError(str(exc), field=exc.field) from None
 
 
 class EnvelopeProducer:

@@ -62,6 +62,7 @@ class PredicateSpec:
     inverse: str | None = None
     structured_field: str | None = None
     description: str = ""
+    platform_binding: str | None = None  # host ontology field (title, manager, team): field-value proposals
 
     @property
     def is_literal(self) -> bool:
@@ -138,6 +139,10 @@ class Registry:
         if spec is None:
             return False
         return subject_type in spec.subject_types and object_type in spec.object_types
+
+    def platform_bound(self) -> dict[str, PredicateSpec]:
+        """Host ontology field (``platform_binding``) -> its predicate: the slots that get proposals."""
+        return {p.platform_binding: p for p in self.predicates if p.platform_binding}
 
     def structured_field_predicate(self, field_name: str) -> PredicateSpec | None:
         """The predicate a structured field (``title``, ``manager``, ``team`` …) binds to, or None."""
@@ -264,6 +269,7 @@ def _predicate_from_json(p: Mapping[str, Any]) -> PredicateSpec:
         inverse=p.get("inverse"),
         structured_field=p.get("structured_field"),
         description=str(p.get("description", "")),
+        platform_binding=p.get("platform_binding"),
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from schemas.envelope import DocumentKind
+from schemas.envelope import SOURCE_KINDS, DocumentKind
 from services.eval.datasets import (
     DEMO_DATASET,
     DEMO_HIERARCHY_SPEC,
@@ -363,7 +363,7 @@ def test_demo_corpus_loads() -> None:
     assert 80 <= len(envelopes) <= 120
     assert len({e.envelope_id for e in envelopes}) == len(envelopes)
     assert {e.source.system for e in envelopes} == {DEMO_DATASET}
-    assert {e.document.kind for e in envelopes if e.document} == set(DocumentKind)
+    assert {e.document.kind for e in envelopes if e.document} == set(SOURCE_KINDS)
     emails = {e.author.email for e in envelopes if e.author}
     assert len(emails) == 12 and all(m and m.endswith("@northwind.example") for m in emails)
     assert all(e.acl.principals for e in envelopes)

@@ -1,0 +1,113 @@
+"""``OrgMemorySyncClient``: the blocking twin of ``OrgMemoryClient`` for scripts and sync frameworks.
+
+It owns one event loop on a daemon thread and runs the async client's calls there, so both transports
+(HTTP and Kafka request/reply), the retries and the typed errors are exactly the async client's.
+
+    with OrgMemorySyncClient.http("http://127.0.0.1:8000", api_key) as om:
+        ctx = om.retrieve_context({"query": "who owns billing?"}, principal_id="user:…")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from retriever.client import OrgMemoryClient
+from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
+from schemas.tools import (
+    RetrieveContextRequest,
+    RetrieveContextResponse,
+    SearchKnowledgeBaseRequest,
+    SearchKnowledgeBaseResponse,
+)
+
+T = TypeVar("T")
+
+
+class OrgMemorySyncClient:
+    def __init__(self, client: OrgMemoryClient) -> None:
+        self.client = client
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="orgmem-sync-client", daemon=True)
+        self._thread.start()
+        self._started = False
+
+    @classmethod
+    def http(cls, url: str, api_key: str, **kwargs: Any) -> OrgMemorySyncClient:
+        return cls(OrgMemoryClient.http(url, api_key, **kwargs))
+
+    @classmethod
+    def kafka(cls, bootstrap_servers: str, **kwargs: Any) -> OrgMemorySyncClient:
+        return cls(OrgMemoryClient.kafka(bootstrap_servers, **kwargs))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def start(self) -> None:
+        if not self._started:
+            self._run(self.client.start())
+            self._started = True
+
+    def close(self) -> None:
+        try:
+            if self._started:
+                self._run(self.client.close())
+                self._started = False
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+            if not self._thread.is_alive():
+                self._loop.close()
+
+    def __enter__(self) -> OrgMemorySyncClient:
+        self.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def retrieve_context(
+        self,
+        request: RetrieveContextRequest | dict[str, Any],
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> RetrieveContextResponse:
+        self.start()
+        return self._run(
+            self.client.retrieve_context(request, principal_id=principal_id, groups=groups, timeout=timeout)
+        )
+
+    def search_knowledge_base(
+        self,
+        request: SearchKnowledgeBaseRequest | dict[str, Any],
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> SearchKnowledgeBaseResponse:
+        self.start()
+        return self._run(
+            self.client.search_knowledge_base(request, principal_id=principal_id, groups=groups, timeout=timeout)
+        )
+
+    def remember(
+        self,
+        request: RememberRequest | dict[str, Any],
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> RememberResponse:
+        self.start()
+        return self._run(self.client.remember(request, principal_id=principal_id, groups=groups, timeout=timeout))
+
+    def forget(
+        self, memory_id: str, *, principal_id: str, workspace: str = "default", timeout: float | None = None
+    ) -> ForgetResponse:
+        self.start()
+        return self._run(self.client.forget(memory_id, principal_id=principal_id, workspace=workspace, timeout=timeout))

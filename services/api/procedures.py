@@ -1,0 +1,179 @@
+"""Procedural memory routes. Writes go through the log: ``POST /v1/procedural-memories`` produces a
+``ChangeEnvelope`` of kind ``procedure`` to ``om.envelopes.v1`` (202 with its offset); ingest versions it.
+``DELETE`` produces the tombstone. ``POST /tools/search_procedural_memory`` searches procedures only.
+
+The scope (who may see the procedure) must consist of principals the caller holds — a caller cannot write
+memory into someone else's scope; the author is the caller's own ``X-Principal-Id``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+
+from retriever.procedures_search import search_procedures
+from retriever.rpc import error_status
+from retriever.wiring import get_service
+from schemas.envelope import ChangeEnvelope
+from schemas.procedures import (
+    CreateProcedureRequest,
+    ProcedureAccepted,
+    ProcedureDetail,
+    ProcedureSpec,
+    SearchProceduralMemoryRequest,
+    SearchProceduralMemoryResponse,
+)
+from services import procedures
+from services.api.auth import require_viewer
+from services.errors import OrgMemoryError
+from services.runtime import Runtime
+from services.viewer import Viewer
+
+router = APIRouter(tags=["procedural memory"])
+ViewerDep = Annotated[Viewer, Depends(require_viewer)]
+WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+
+
+def _runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def _scope(request: Request, viewer: Viewer, asked: list[str]) -> list[str]:
+    held = _runtime(request).hierarchy.expand(viewer.principals)
+    scope = asked or ([viewer.principal_id] if viewer.principal_id else [])
+    if not scope:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={"field": "scope", "msg": "give a scope, or call with X-Principal-Id (default scope)"},
+        )
+    foreign = [p for p in scope if p not in held]
+    if foreign:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={"field": "scope", "msg": f"the caller does not hold {foreign[0]}"},
+        )
+    return sorted(scope)
+
+
+async def _produce(rt: Runtime, env: ChangeEnvelope) -> Any:
+    return await rt.publisher.send(
+        rt.settings.topic("envelopes"),
+        env.model_dump_json().encode(),
+        key=env.key.encode(),
+        headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
+    )
+
+
+def _author(viewer: Viewer) -> dict[str, Any] | None:
+    if not viewer.principal_id:
+        return None
+    uid = viewer.principal_id.split(":", 1)[1]
+    return {"identities": [{"namespace": "platform_user", "value": uid, "verified": True}]}
+
+
+@router.post("/v1/procedural-memories", status_code=status.HTTP_202_ACCEPTED, response_model=ProcedureAccepted)
+async def create_procedure(body: CreateProcedureRequest, request: Request, viewer: ViewerDep) -> ProcedureAccepted:
+    rt = _runtime(request)
+    scope = _scope(request, viewer, body.scope)
+    spec = ProcedureSpec.model_validate(body.model_dump(include=set(ProcedureSpec.model_fields)))
+    ext = procedures.external_id(body.workspace, spec.name, scope)
+    env = ChangeEnvelope.model_validate(
+        {
+            "envelope_id": str(uuid.uuid4()),
+            "workspace": body.workspace,
+            "op": "upsert",
+            "source": {"system": procedures.SOURCE_SYSTEM, "external_id": ext},
+            "event_time": datetime.now(UTC).isoformat(),
+            "document": {"kind": "procedure", "title": spec.name, "text": spec.render(), "procedure": spec},
+            "author": _author(viewer),
+            "acl": {"principals": scope},
+        }
+    )
+    meta = await _produce(rt, env)
+    return ProcedureAccepted(
+        procedure_id=procedures.procedure_id(body.workspace, spec.name, scope),
+        envelope_id=env.envelope_id,
+        name=spec.name,
+        scope=scope,
+        op="upsert",
+        partition=meta.partition,
+        offset=meta.offset,
+    )
+
+
+async def _visible(rt: Runtime, request: Request, viewer: Viewer, workspace: str, pid: uuid.UUID) -> ProcedureDetail:
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    async with rt.pool.acquire() as conn:
+        found = await procedures.visible_versions(conn, workspace=workspace, viewer=principals, ids=[pid])
+    if pid not in found:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible procedure with this id")
+    current, versions = found[pid]
+    return ProcedureDetail(current=current, versions=versions)
+
+
+@router.get("/v1/procedural-memories/{procedure_id}", response_model=ProcedureDetail)
+async def get_procedure(
+    procedure_id: uuid.UUID,
+    request: Request,
+    viewer: ViewerDep,
+    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+) -> ProcedureDetail:
+    return await _visible(_runtime(request), request, viewer, workspace, procedure_id)
+
+
+@router.delete(
+    "/v1/procedural-memories/{procedure_id}", status_code=status.HTTP_202_ACCEPTED, response_model=ProcedureAccepted
+)
+async def delete_procedure(
+    procedure_id: uuid.UUID,
+    request: Request,
+    viewer: ViewerDep,
+    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+) -> ProcedureAccepted:
+    """Tombstone (idempotent): the document stays, search stops returning it, versions are kept."""
+    rt = _runtime(request)
+    detail = await _visible(rt, request, viewer, workspace, procedure_id)
+    latest = detail.versions[0]
+    _scope(request, viewer, latest.scope)  # only someone holding the whole scope may delete
+    ext = procedures.external_id(workspace, latest.name, latest.scope)
+    env = ChangeEnvelope.model_validate(
+        {
+            "envelope_id": str(uuid.uuid4()),
+            "workspace": workspace,
+            "op": "delete",
+            "source": {"system": procedures.SOURCE_SYSTEM, "external_id": ext},
+            "event_time": datetime.now(UTC).isoformat(),
+            "acl": {"principals": latest.scope},
+        }
+    )
+    meta = await _produce(rt, env)
+    return ProcedureAccepted(
+        procedure_id=procedure_id,
+        envelope_id=env.envelope_id,
+        name=latest.name,
+        scope=latest.scope,
+        op="delete",
+        partition=meta.partition,
+        offset=meta.offset,
+    )
+
+
+async def run_search_procedural_memory(
+    rt: Runtime, viewer: Viewer, body: SearchProceduralMemoryRequest
+) -> SearchProceduralMemoryResponse:
+    """The tool itself (HTTP route and MCP): procedures only, each hit's current version with its steps."""
+    return await search_procedures(get_service(rt), body, viewer)
+
+
+@router.post("/tools/search_procedural_memory", response_model=SearchProceduralMemoryResponse)
+async def search_procedural_memory(
+    body: SearchProceduralMemoryRequest, request: Request, viewer: ViewerDep
+) -> SearchProceduralMemoryResponse:
+    try:
+        return await run_search_procedural_memory(_runtime(request), viewer, body)
+    except OrgMemoryError as exc:
+        code, detail = error_status(exc)
+        raise HTTPException(code, detail=detail) from exc

@@ -1,0 +1,214 @@
+"""Taxonomy write-back routes: ``GET /v1/taxonomy-proposals``, ``POST /v1/taxonomy-proposals/{id}/applied``
+and ``/rejected`` (admin: the host's decision; idempotent on the proposal id), ``POST /v1/promotions``.
+
+A proposal is derived from facts, so a viewer sees it only when every evidence document is visible
+(admins see all); an id the viewer cannot see is a 404."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Annotated, Literal
+
+import asyncpg
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+
+from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
+from services.api.auth import require_admin, require_viewer
+from services.runtime import Runtime
+from services.taxonomy import Registry, default_registry, load_registry, proposals
+from services.viewer import Viewer
+
+log = logging.getLogger("orgmem.api.taxonomy")
+router = APIRouter(tags=["taxonomy write-back"])
+ViewerDep = Annotated[Viewer, Depends(require_viewer)]
+AdminDep = Annotated[Viewer, Depends(require_admin)]
+WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+_TASKS: set[asyncio.Task[int]] = set()
+
+
+def _runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def _registry(rt: Runtime) -> Registry:
+    s = rt.settings
+    return load_registry(s.taxonomy_registry_path) if s.taxonomy_registry_path else default_registry()
+
+
+def _visible_sql(admin: bool) -> str:
+    """All-visible rule on the proposal's evidence ($2 = the viewer's principals); admins see every one."""
+    if admin:
+        return "cardinality($2::text[]) >= 0"
+    return (
+        "cardinality(t.evidence) > 0 AND NOT EXISTS (SELECT 1 FROM unnest(t.evidence) ev(id)"
+        " LEFT JOIN documents d ON d.id = ev.id WHERE d.id IS NULL OR d.deleted_at IS NOT NULL"
+        " OR NOT (d.principals && $2::text[]))"
+    )
+
+
+_COLUMNS = (
+    "t.*, COALESCE(e.name, p.display_name) AS subject_name FROM taxonomy_proposals t"
+    " LEFT JOIN entities e ON e.id = t.subject_id LEFT JOIN people p ON p.id = t.subject_id"
+)
+
+
+def _proposal(r: asyncpg.Record) -> Proposal:
+    return Proposal(
+        id=r["id"],
+        workspace=r["workspace"],
+        slot=r["slot"],
+        predicate=r["predicate"],
+        subject_id=r["subject_id"],
+        subject_name=r["subject_name"],
+        host_entity_id=r["host_entity_id"],
+        current_host_value=r["host_value"],
+        proposed_value=r["proposed_value"],
+        evidence=list(r["evidence"]),
+        confidence=float(r["confidence"]),
+        origin=r["origin"],
+        status=r["status"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        decided_at=r["decided_at"],
+        delivered_at=r["delivered_at"],
+    )
+
+
+def _deliver_soon(rt: Runtime) -> None:
+    hook = proposals.webhook_from_settings(rt.settings)
+    if hook is None:
+        return
+    task = asyncio.get_running_loop().create_task(hook.deliver_pending(rt.pool))
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+
+
+@router.get("/v1/taxonomy-proposals", response_model=ProposalList)
+async def list_proposals(
+    request: Request,
+    viewer: ViewerDep,
+    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+    status_: Annotated[ProposalStatus | None, Query(alias="status")] = None,
+    slot: Annotated[str | None, Query(max_length=64)] = None,
+    subject: uuid.UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> ProposalList:
+    rt = _runtime(request)
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    if not viewer.is_admin and not principals:
+        return ProposalList(proposals=[])
+    sql = f"SELECT {_COLUMNS} WHERE t.workspace = $1 AND {_visible_sql(viewer.is_admin)}"
+    args: list[object] = [workspace, principals]
+    for col, val in (("t.status", status_), ("t.slot", slot), ("t.subject_id", subject)):
+        if val is not None:
+            args.append(val)
+            sql += f" AND {col} = ${len(args)}"
+    args += [limit + 1, offset]
+    sql += f" ORDER BY t.created_at, t.id LIMIT ${len(args) - 1} OFFSET ${len(args)}"
+    async with rt.pool.acquire() as conn:
+        rows = await conn.fetch(sql, *args)
+    items = [_proposal(r) for r in rows[:limit]]
+    return ProposalList(proposals=items, next_offset=offset + limit if len(rows) > limit else None)
+
+
+async def _decide(
+    request: Request, viewer: Viewer, pid: uuid.UUID, decision: Literal["applied", "rejected"]
+) -> Proposal:
+    rt = _runtime(request)
+    async with rt.pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(f"SELECT {_COLUMNS} WHERE t.id = $1 FOR UPDATE OF t", pid)
+        if row is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no proposal with this id")
+        if row["status"] == decision:
+            return _proposal(row)  # idempotent: the same decision again changes nothing
+        if row["status"] in ("applied", "rejected"):
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                detail={"field": "status", "msg": f"proposal already {row['status']}"},
+            )
+        await conn.execute(
+            "UPDATE taxonomy_proposals SET status = $2, decided_at = now(), updated_at = now() WHERE id = $1",
+            pid,
+            decision,
+        )
+        if decision == "applied":  # the applied value is the host's ground truth now: re-derive the slot
+            await proposals.refresh_subjects(conn, _registry(rt), row["workspace"], [row["subject_id"]])
+        row = await conn.fetchrow(f"SELECT {_COLUMNS} WHERE t.id = $1", pid)
+    return _proposal(row)
+
+
+@router.post("/v1/taxonomy-proposals/{proposal_id}/applied", response_model=Proposal)
+async def applied(proposal_id: uuid.UUID, request: Request, viewer: AdminDep) -> Proposal:
+    return await _decide(request, viewer, proposal_id, "applied")
+
+
+@router.post("/v1/taxonomy-proposals/{proposal_id}/rejected", response_model=Proposal)
+async def rejected(proposal_id: uuid.UUID, request: Request, viewer: AdminDep) -> Proposal:
+    return await _decide(request, viewer, proposal_id, "rejected")
+
+
+@router.post("/v1/promotions", status_code=status.HTTP_201_CREATED, response_model=Proposal)
+async def promote(body: PromotionRequest, request: Request, viewer: ViewerDep) -> Proposal:
+    rt = _runtime(request)
+    bound = _registry(rt).platform_bound()
+    spec = bound.get(body.slot)
+    if spec is None:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail={"field": "slot", "msg": f"not a platform-bound slot; expected one of {sorted(bound)}"},
+        )
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    async with rt.pool.acquire() as conn, conn.transaction():
+        subject = await conn.fetchval(
+            "SELECT COALESCE(p.merged_into, p.id) FROM people p WHERE p.id = $1 AND p.workspace = $2",
+            body.subject.id,
+            body.workspace,
+        )
+        visible = await conn.fetchval(
+            "SELECT count(*) FROM documents WHERE id = ANY($1::uuid[]) AND workspace = $2 AND deleted_at IS NULL"
+            " AND principals && $3::text[]",
+            list(set(body.evidence)),
+            body.workspace,
+            principals,
+        )
+        if subject is None or not principals:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail={"field": "subject.id", "msg": "no such person"})
+        if visible != len(set(body.evidence)):
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND, detail={"field": "evidence", "msg": "an evidence document is not visible"}
+            )
+        host = await proposals.host_values(conn, body.workspace, subject, body.slot, spec.name)
+        if proposals.norm(body.value) in {proposals.norm(h) for h in host}:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                detail={"field": "value", "msg": "this is already the host's value"},
+            )
+        prior = await conn.fetchval(
+            "SELECT status FROM taxonomy_proposals WHERE id = $1",
+            proposals.proposal_id(body.workspace, subject, body.slot, body.value),
+        )
+        if prior in ("applied", "rejected"):
+            raise HTTPException(
+                status.HTTP_409_CONFLICT, detail={"field": "value", "msg": f"the host already {prior} this value"}
+            )
+        pid, _ = await proposals.upsert_proposal(
+            conn,
+            workspace=body.workspace,
+            subject=subject,
+            slot=body.slot,
+            predicate=spec.name,
+            host=host,
+            value=body.value,
+            entity=None,
+            evidence=body.evidence,
+            confidence=body.confidence,
+            origin="promoted",
+            fact_id=None,
+        )
+        row = await conn.fetchrow(f"SELECT {_COLUMNS} WHERE t.id = $1", pid)
+    _deliver_soon(rt)
+    return _proposal(row)
