@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from services.api.errors import error_response
 from services.health import readiness
 from services.metrics import CONSUMER_LAG, REGISTRY
 from services.stages import available_stages, specification_broker, stage_lag
@@ -84,7 +85,8 @@ async def _refresh_lag(rt: Any) -> None:
 )
 async def metrics(request: Request) -> Response:
     if not _metrics_caller_ok(request):
-        return JSONResponse({"detail": "missing or invalid X-Api-Key or METRICS_TOKEN bearer"}, status_code=401)
+        msg = "missing or invalid X-Api-Key or METRICS_TOKEN bearer"
+        return error_response(401, {"field": "X-Api-Key", "msg": msg})
     await _refresh_lag(request.app.state.runtime)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 

@@ -25,6 +25,10 @@ def _oversized(external_id: str, chars: int) -> Raw:
     return Raw("oversized", json.dumps(body).encode(), f"default/slack/{external_id}".encode())
 
 
+async def _configs_of(settings: Settings, topic: str) -> dict[str, str]:
+    return (await topic_configs(settings, [topic]))[topic]
+
+
 async def test_topics_create_updates_the_configs_of_existing_topics(settings: Settings) -> None:
     dlq = dlq_topic(settings, "ingest")
     async with kafka_admin(settings.kafka_bootstrap_servers) as admin:  # a DLQ as the old code created it
@@ -33,7 +37,10 @@ async def test_topics_create_updates_the_configs_of_existing_topics(settings: Se
     assert int(before["max.message.bytes"]) < DLQ_MAX_BYTES
     result = await apply_topics(settings)
     assert dlq in result.updated and dlq not in result.created
-    after = (await topic_configs(settings, [dlq]))[dlq]
+    # the broker applies an AlterConfigs asynchronously: read until it shows (or time out)
+    after = await eventually(
+        lambda: _configs_of(settings, dlq), until=lambda c: int(c["max.message.bytes"]) == DLQ_MAX_BYTES
+    )
     assert int(after["max.message.bytes"]) == DLQ_MAX_BYTES and after["retention.ms"] == str(30 * 86_400_000)
     again = await apply_topics(settings)
     assert again.created == [] and again.updated == []  # idempotent
