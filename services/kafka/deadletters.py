@@ -26,11 +26,17 @@ ORIGINAL_HEADERS_MAX = 64 * 1024  # bytes of original headers copied onto a lett
 
 
 def safe_text(value: object, limit: int | None = None) -> str:
-    """``str(value)`` that any UTF-8 encoder and Postgres ``text`` accept (no NUL, no lone surrogate)."""
+    """``str(value)`` that any UTF-8 encoder accepts (lone surrogates escaped). A NUL stays: a Kafka header is
+    bytes, and the field a dead letter names must be the field the HTTP door names."""
     text = str(value)
     if limit is not None:
         text = text[:limit]
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def pg_text(value: object, limit: int | None = None) -> str:
+    """``safe_text`` that Postgres ``text`` also accepts (NUL escaped)."""
+    return safe_text(value, limit).replace("\x00", "\\x00")
 
 
 class Publisher(Protocol):
@@ -146,9 +152,9 @@ class PgDeadLetterLedger:
                 record.offset,
                 record.key,
                 None if published else record.value,
-                json.dumps(headers).encode(),
-                headers["x-dlq-error-class"],
-                headers["x-dlq-error-message"],
+                json.dumps(headers).encode(),  # ASCII JSON in bytea: any header text survives
+                pg_text(headers["x-dlq-error-class"]),
+                pg_text(headers["x-dlq-error-message"]),
                 published,
             )
 

@@ -7,7 +7,7 @@ import asyncpg
 
 from services.errors import InvalidPayloadError, ObjectStoreError, TransientError, VendorError
 from services.kafka.clients import DLQ_MAX_BYTES, HEADERS_ROOM, INPUT_MAX_BYTES
-from services.kafka.deadletters import dead_letter_headers
+from services.kafka.deadletters import dead_letter_headers, pg_text
 from services.kafka.delivery import DeadLetters, run_batch
 from services.kafka.records import Record
 from services.kafka.watch import DependencyWatch
@@ -263,8 +263,10 @@ def test_dead_letter_headers_survive_nul_surrogates_and_undecodable_originals() 
         "ingest", r, InvalidPayloadError("text has \x00 and \ud800", field="document.text"), 1
     )
     for v in headers.values():
-        v.encode("utf-8")  # no lone surrogate survives
-        assert "\x00" not in v
+        v.encode("utf-8")  # no lone surrogate survives (a NUL may: a header is bytes)
+    assert headers["x-dlq-error-field"] == "document.text"
+    assert "\x00" in headers["x-dlq-error-message"]
+    assert "\x00" not in pg_text(headers["x-dlq-error-message"])  # what the ledger's text column gets
     json.dumps(headers)
     assert headers["x-orig-ok"] == "1"
 
