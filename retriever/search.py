@@ -458,10 +458,11 @@ async def write_audit(
     returned_ids: Sequence[str],
     latency_ms: float,
     diagnostics: str | None,
+    returned_documents: Sequence[uuid.UUID] = (),
 ) -> None:
     await conn.execute(
         "INSERT INTO retrieval_audit (workspace, viewer, tool, query_hash, returned_ids, latency_ms,"
-        " diagnostics) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
+        " diagnostics, returned_documents) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::uuid[])",
         workspace,
         viewer,
         tool,
@@ -469,6 +470,7 @@ async def write_audit(
         list(returned_ids),
         latency_ms,
         diagnostics,
+        list(dict.fromkeys(returned_documents)),
     )
 
 
