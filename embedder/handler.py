@@ -28,6 +28,7 @@ from services.embedding_input import embedding_input
 from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.metrics import EMBED_TEXTS, EMBED_TOKENS
 from services.ports import Embedder
 
 log = logging.getLogger("orgmem.embed")
@@ -80,6 +81,8 @@ class EmbedHandler:
                 model_s += time.perf_counter() - t_model
                 usage = self.embedder.last_usage
                 tokens, calls = tokens + usage.tokens, calls + usage.calls
+                EMBED_TEXTS.labels(model).inc(len(part))
+                EMBED_TOKENS.labels(model).inc(usage.tokens)
                 fresh = dict(zip(part, vectors, strict=True))
                 if writing is not None:
                     await writing

@@ -4,8 +4,9 @@ Rules:
 - One call per overlapping window (``extractor.windows.split_windows``, 4,000 chars, 400 overlap) with
   ``response_format`` = the registry-bound JSON schema; replies go through ``parse_llm_output`` (anything
   outside the registry is dropped) and windows merge with ``dedup_links``.
-- Budget: ``daily_token_budget`` tokens per workspace and day, counted in ``spend`` (purpose
-  ``extract``); a document whose windows would exceed it is extracted by the zero-LLM path only (logged).
+- Budget: the workspace's budget (``PUT /v1/admin/budgets/{workspace}``, else ``daily_token_budget``)
+  tokens per day, counted in ``spend``; a document whose windows would exceed it is extracted by the
+  zero-LLM path only, and the refusal is recorded with its reason (``services.governance.budgets``).
 - Vendor failures: 5xx / 429 / timeouts / connection errors -> ``VendorError`` (retried, then
   dead-lettered); other 4xx -> ``VendorRejectedError`` (dead letter). An unparseable reply is dropped
   (logged). A failed call never yields a guessed fact.
@@ -21,11 +22,11 @@ from typing import Any
 import asyncpg
 import openai
 
-from extractor import repository as repo
 from extractor.links import ExtractedLink, dedup_links
 from extractor.llm_schema import build_messages, parse_llm_output, response_format
 from extractor.windows import split_windows
 from services.errors import ConfigurationError, InvalidPayloadError, VendorError, VendorRejectedError
+from services.governance import budgets
 from services.settings import Settings
 from services.taxonomy.registry import Registry
 
@@ -76,8 +77,17 @@ class LlmExtractor:
         windows = split_windows(text, size=WINDOW, overlap=OVERLAP)
         estimate = sum(len(w.text) for w in windows) // CHARS_PER_TOKEN + 500 * len(windows)
         pending = self._spend.get(workspace, [0, 0, 0])[2]
-        if await repo.spent_today(conn, workspace, PURPOSE) + pending + estimate > self.budget:
-            log.warning("LLM extraction budget reached for workspace %s; zero-LLM only", workspace)
+        admission = await budgets.admit(
+            conn,
+            workspace=workspace,
+            model=self.model,
+            purpose=PURPOSE,
+            estimate=estimate,
+            pending=pending,
+            default_budget=self.budget,
+        )
+        if not admission.allowed:
+            log.warning("LLM extraction stopped for workspace %s (%s); zero-LLM only", workspace, admission.reason)
             return []
         links: list[ExtractedLink] = []
         for w in windows:

@@ -34,6 +34,8 @@ from schemas.validation import Rejected
 from services import procedures
 from services.embedding_input import embedding_input
 from services.errors import IdempotencyConflictError, InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
+from services.governance.acl_history import record_acl_states
+from services.governance.purged import is_purged, purged_through
 from services.idempotency import claim_envelopes, envelope_digest
 from services.ids import chunk_id, document_id, event_id
 from services.kafka.app import BrokerPublisher
@@ -138,6 +140,12 @@ class IngestHandler:
         await apply_memberships(conn, [p.env for p in new if is_membership(p.env)])
         parsed = [p for p in parsed if not is_membership(p.env)]
         new = [p for p in new if not is_membership(p.env)]
+        gone = await purged_through(conn, list({document_id(p.env.key) for p in new}))
+        if gone:  # retention purged these documents: a replayed (not newer) envelope stays out
+            kept = [p for p in new if not is_purged(gone, document_id(p.env.key), p.env.event_time)]
+            if len(kept) < len(new):
+                log.info("skipped %d envelope(s) of documents purged by retention", len(new) - len(kept))
+            new = kept
         touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}
@@ -166,6 +174,9 @@ class IngestHandler:
                 content_docs[o.after.id] = (o, i)
         final = {o.after.id: states[o.after.id] for o in outcomes}
         await repo.save_states(conn, list(final.values()))
+        await record_acl_states(
+            conn, [(s.id, s.principals, s.acl_event_time, s.event_time, s.deleted_at) for s in final.values()]
+        )
         await repo.insert_versions(
             conn,
             [

@@ -53,9 +53,11 @@ from schemas.tools import (
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
+from services import tracing
 from services.embedding_config import EmbeddingConfig
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.hierarchy import OrgHierarchy
+from services.metrics import RETRIEVAL_ARM_SECONDS
 from services.ports import Embedder, Reranker, Synthesizer
 from services.viewer import Principals, Viewer
 
@@ -121,11 +123,14 @@ class RetrieverService:
 
     # ---- passages ---------------------------------------------------------------------------------
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
-        start = time.perf_counter()
+        start, wall = time.perf_counter(), time.time()
         try:
             return await fn()
         finally:
-            timings[name] = round((time.perf_counter() - start) * 1000, 2)
+            elapsed = time.perf_counter() - start
+            timings[name] = round(elapsed * 1000, 2)
+            RETRIEVAL_ARM_SECONDS.labels(name).observe(elapsed)
+            tracing.record_span(f"retrieve.{name}", wall, wall + elapsed, arm=name)
 
     async def _query_vector(self, query: str, timings: dict[str, float]) -> list[float] | None:
         if self.embedder is None:
@@ -359,6 +364,11 @@ class RetrieverService:
         return ctx
 
     async def retrieve_context(self, req: RetrieveContextRequest, viewer: Viewer) -> RetrieveContextResponse:
+        with tracing.span("retrieve_context") as sp:
+            tracing.set_attributes(sp, workspace=req.workspace, mode=req.mode)
+            return await self._retrieve_context(req, viewer)
+
+    async def _retrieve_context(self, req: RetrieveContextRequest, viewer: Viewer) -> RetrieveContextResponse:
         start = time.perf_counter()
         now = datetime.now(UTC)
         if req.mode == "graph_first" and not req.subjects and not req.about:
@@ -490,6 +500,7 @@ class RetrieverService:
                 tool=tool,
                 query_hash=query_hash(query),
                 returned_ids=[str(p.chunk_id) for p in passages],
+                returned_documents=[p.document_id for p in passages],
                 latency_ms=latency,
                 diagnostics=json.dumps({"timings_ms": diag.get("timings_ms")}),
             )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas import admin
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from schemas.graph import EntityCard, FactsResponse, GraphEvent, PersonCard, QueryFactsRequest
@@ -38,6 +39,18 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "graph_event.v1": GraphEvent,
     "retrieve_context.request.v1": RetrieveContextRequest,
     "retrieve_context.response.v1": RetrieveContextResponse,
+    "admin.health.v1": admin.AdminHealth,
+    "admin.spend.v1": admin.SpendReport,
+    "admin.budget_request.v1": admin.BudgetRequest,
+    "admin.retention_policy.v1": admin.RetentionPolicy,
+    "admin.retention_report.v1": admin.RetentionReport,
+    "admin.legal_hold_request.v1": admin.LegalHoldRequest,
+    "admin.legal_hold.v1": admin.LegalHold,
+    "admin.retrieval_audit_page.v1": admin.RetrievalAuditPage,
+    "admin.ingress_audit_page.v1": admin.IngressAuditPage,
+    "admin.retention_audit_page.v1": admin.PurgeAuditPage,
+    "admin.document_access.v1": admin.DocumentAccess,
+    "admin.viewer_access.v1": admin.ViewerAccess,
     "remember.request.v1": RememberRequest,
     "remember.response.v1": RememberResponse,
     "query_facts.request.v1": QueryFactsRequest,

@@ -151,8 +151,10 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--groups", help="comma-separated group:<uuid> (or ORGMEM_MCP_GROUPS); default: the directory")
     from services.eval.cli import add_eval_commands
     from services.ops.cli import add_ops_commands
+    from services.ops.retention import add_retention_commands
 
     add_ops_commands(sub)
+    add_retention_commands(sub)
     add_eval_commands(sub)
     return ap
 
@@ -167,7 +169,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo"}
+ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention"}
 
 
 async def _run(handler: Command, settings: Settings, args: argparse.Namespace) -> int:
@@ -185,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     try:
         settings = load_settings()
-        logging.getLogger().setLevel(settings.log_level.upper())
+        from services import logs
+
+        logs.configure(settings.log_level, settings.log_format)
         logging.getLogger("orgmem.faststream").setLevel(logging.WARNING)
         handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
         if handler is None:

@@ -30,6 +30,7 @@ from services.objectstore import ObjectStore, build_object_store
 from services.ports import Embedder, LlmExtraction, Reranker, Synthesizer
 from services.settings import Settings
 from services.taxonomy import Registry, default_registry, load_registry
+from services.tracing import TracedPublisher
 
 log = logging.getLogger("orgmem.runtime")
 
@@ -170,7 +171,7 @@ async def build_runtime(settings: Settings, clients: ClientFactory = _no_clients
         pool=pool,
         store=store,
         broker=build_broker(settings),
-        publisher=BrokerPublisher(settings),
+        publisher=TracedPublisher(settings),
         embedding=embedding,
         hierarchy=hierarchy,
         registry=registry,

@@ -15,9 +15,10 @@ from typing import Any
 import uvicorn
 
 from embedder.repository import ensure_hnsw_index
-from services import generations
+from services import generations, tracing
 from services.api.app import create_app
 from services.kafka.topics import ensure_topics
+from services.ops.retention import periodic_retention
 from services.runtime import Runtime, build_runtime
 from services.settings import Settings
 from services.stages import clients_needed, register_stages
@@ -79,6 +80,8 @@ async def _follow_generation(base: Settings, stages: list[str], holder: dict[str
 async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port: int) -> None:
     if api:
         base.require_api_key()  # fail at boot, naming the setting
+    if tracing.configure(base):
+        log.info("tracing: exporting spans over OTLP")
     settings = await generations.resolve(base)
     rt = await start_runtime(settings, stages, api=api)
     holder = {"rt": rt}
@@ -90,6 +93,11 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     )
     app = create_app(rt) if api else None
     watcher = asyncio.create_task(_follow_generation(base, stages, holder, app))
+    retention_task = (
+        asyncio.create_task(periodic_retention(settings, lambda: (holder["rt"].pool, holder["rt"].store)))
+        if set(stages) >= {"ingest"}
+        else None
+    )
     try:
         if app is not None:
             config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
@@ -102,4 +110,6 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
             await stop.wait()
     finally:
         watcher.cancel()
+        if retention_task is not None:
+            retention_task.cancel()
         await stop_runtime(holder["rt"])

@@ -52,6 +52,13 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    metrics_token: SecretStr | None = Field(default=None, description="bearer token for /metrics besides the API key")
+
+    # --- governance ------------------------------------------------------------------------------
+    retention_interval_s: float = Field(
+        default=3600.0, ge=0, description="seconds between retention runs inside `orgmem up` (0 = off)"
+    )
+    retention_batch_size: int = Field(default=200, ge=1, le=5000)
     # per-request database time (statement_timeout) of HTTP routes; graph walks get their own budget
     # (a walk that runs out answers the deepest complete level, flagged partial) and a concurrency cap
     api_statement_timeout_ms: int = Field(default=15_000, ge=100)
@@ -109,6 +116,7 @@ class Settings(BaseSettings):
     taxonomy_proposal_webhook_attempts: int = Field(default=3, ge=1, le=10)
 
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
 
     @model_validator(mode="after")
     def _backend_credentials(self) -> Settings:

@@ -5,18 +5,21 @@ handler needs the stage's DeadLetters, which the subscription creates). The cata
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 
+from services import logs, tracing
 from services.health import check_kafka, check_postgres, check_store
 from services.kafka.app import subscribe_batch
 from services.kafka.deadletters import PgDeadLetterLedger
 from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
 from services.kafka.watch import DependencyWatch
+from services.metrics import STAGE_BATCH_SECONDS, STAGE_FAILED, STAGE_PROCESSED
 from services.runtime import ClientName, Runtime
 from services.settings import Settings
 
@@ -36,6 +39,27 @@ class LateHandler:
         if self._handler is None:
             raise RuntimeError("stage handler used before it was bound")
         await self._handler(records)
+
+
+class InstrumentedHandler:
+    """Metrics and trace spans around every call of a stage's batch handler (each retry attempt too)."""
+
+    def __init__(self, stage: str, inner: BatchHandler) -> None:
+        self.stage = stage
+        self.inner = inner
+
+    async def __call__(self, records: Sequence[Record]) -> None:
+        start = time.perf_counter()
+        try:
+            with logs.stage_context(self.stage, records), tracing.stage_spans(self.stage, records):
+                await self.inner(records)
+        except BaseException:
+            STAGE_FAILED.labels(self.stage).inc(len(records))
+            raise
+        else:
+            STAGE_PROCESSED.labels(self.stage).inc(len(records))
+        finally:
+            STAGE_BATCH_SECONDS.labels(self.stage).observe(time.perf_counter() - start)
 
 
 def register_batch_stage(
@@ -59,7 +83,7 @@ def register_batch_stage(
         rt.publisher,
         stage=stage,
         topic=rt.settings.topic(topic),
-        handler=late,
+        handler=InstrumentedHandler(stage, late),
         max_records=max_records,
         description=description,
         watch=watch,

@@ -13,6 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from services.metrics import RATE_LIMITED
+
 MAX_TRACKED = 100_000
 
 
@@ -42,9 +44,11 @@ class WriteThrottle:
         slot = self._slots.get(key)
         if slot is not None:
             if slot.count >= self.cap:
+                RATE_LIMITED.labels("memory_write_cap").inc()
                 return Refusal("cap", None, f"at most {self.cap} memory writes per session")
             wait = slot.last + self.cooldown_s - now
             if wait > 0:
+                RATE_LIMITED.labels("memory_write_cooldown").inc()
                 return Refusal("cooldown", wait, f"wait {self.cooldown_s:g}s between memory writes of a session")
             slot.count += 1
             slot.last = now

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 
 from services.api import (
+    admin,
     errors,
     graph,
     health,
@@ -63,6 +64,7 @@ def create_app(rt: Runtime) -> FastAPI:
     mcp.mount(app, mcp_server, rt.settings)
     app.include_router(tools.router, responses=errors.responses(502))
     app.include_router(graph.router, responses=errors.responses(404))
+    app.include_router(admin.router, responses=errors.responses(403, 404))
     app.include_router(worldbuilder.router, responses=errors.responses(404))
     app.include_router(procedures.router, responses=errors.responses(403, 404))
     app.include_router(taxonomy.router, responses=errors.responses(403, 404, 409))

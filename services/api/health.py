@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -9,8 +12,10 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.health import readiness
-from services.metrics import REGISTRY
-from services.stages import specification_broker
+from services.metrics import CONSUMER_LAG, REGISTRY
+from services.stages import available_stages, specification_broker, stage_lag
+
+LAG_TTL_S = 15.0
 
 router = APIRouter(tags=["health"])
 
@@ -37,6 +42,35 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if not down and not paused else 503)
 
 
+def _metrics_caller_ok(request: Request) -> bool:
+    """``X-Api-Key`` (the service key) or ``Authorization: Bearer <METRICS_TOKEN>``."""
+    key = request.headers.get("x-api-key")
+    if key and hmac.compare_digest(key.encode(), request.app.state.api_key.encode()):
+        return True
+    token = request.app.state.runtime.settings.metrics_token
+    auth = request.headers.get("authorization", "")
+    if token is not None and auth.lower().startswith("bearer "):
+        return hmac.compare_digest(auth[7:].strip().encode(), token.get_secret_value().encode())
+    return False
+
+
+_lag_sampled_at = 0.0
+
+
+async def _refresh_lag(rt: Any) -> None:
+    """Consumer lag per stage of this deployment, at most every ``LAG_TTL_S`` (a scrape never waits long)."""
+    global _lag_sampled_at
+    if time.monotonic() - _lag_sampled_at < LAG_TTL_S:
+        return
+    _lag_sampled_at = time.monotonic()
+    for stage in rt.stages or available_stages():
+        try:
+            lag = await asyncio.wait_for(stage_lag(rt.settings, stage), 5)
+        except Exception:  # a scrape reports what it can; the gauge keeps its last value
+            continue
+        CONSUMER_LAG.labels(stage).set(lag.lag)
+
+
 @router.get(
     "/metrics",
     response_class=Response,
@@ -44,10 +78,14 @@ async def readyz(request: Request) -> JSONResponse:
         200: {
             "description": "Prometheus text exposition",
             "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
-        }
+        },
+        401: {"description": "neither X-Api-Key nor Authorization: Bearer $METRICS_TOKEN"},
     },
 )
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
+    if not _metrics_caller_ok(request):
+        return JSONResponse({"detail": "missing or invalid X-Api-Key or METRICS_TOKEN bearer"}, status_code=401)
+    await _refresh_lag(request.app.state.runtime)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -14,9 +14,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 
-from schemas.envelope import ChangeEnvelope, validate_envelope
+from schemas.envelope import PRINCIPAL_RE, ChangeEnvelope, validate_envelope
 from schemas.validation import Rejected, load_json
+from services import tracing
 from services.api.auth import require_service
+from services.governance.audits import record_ingress
 from services.idempotency import conflicting_envelopes
 from services.metrics import INGRESS_ENVELOPES
 
@@ -60,6 +62,7 @@ async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
         headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
     )
     INGRESS_ENVELOPES.labels("accepted").inc()
+    request.state.ingress_rows = [*getattr(request.state, "ingress_rows", []), (env, meta)]
     return {
         "envelope_id": str(env.envelope_id),
         "key": env.key,
@@ -83,15 +86,46 @@ async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> No
         raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
 
 
+def _caller(request: Request) -> str:
+    """The calling service, and the human it acts for when the gateway named one (audited)."""
+    pid = (request.headers.get("x-principal-id") or "").strip().lower()
+    return f"service:{pid}" if PRINCIPAL_RE.match(pid) else "service"
+
+
+async def _audit(request: Request) -> None:
+    """One ``ingress_audit`` row per produced envelope (``GET /v1/admin/audits/ingress``)."""
+    caller = _caller(request)
+    rows = [
+        (
+            caller,
+            e.envelope_id,
+            e.workspace,
+            e.source.system,
+            e.source.external_id,
+            e.op.value,
+            m.topic,
+            m.partition,
+            m.offset,
+        )
+        for e, m in getattr(request.state, "ingress_rows", [])
+    ]
+    async with request.app.state.runtime.pool.acquire() as conn:
+        await record_ingress(conn, rows)
+
+
 @router.post(
     "/envelope",
     status_code=status.HTTP_202_ACCEPTED,
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": ENVELOPE_SCHEMA}}}},
 )
 async def post_envelope(request: Request) -> dict[str, Any]:
-    env = _validate(await _body(request))
-    await _refuse_reused_ids(request, [env])
-    return await _produce(request, env)
+    with tracing.span("ingress.envelope") as sp:
+        env = _validate(await _body(request))
+        tracing.set_attributes(sp, envelope_id=str(env.envelope_id), workspace=env.workspace, key=env.key)
+        await _refuse_reused_ids(request, [env])
+        result = await _produce(request, env)
+    await _audit(request)
+    return result
 
 
 @router.post(
@@ -116,5 +150,8 @@ async def post_envelopes(request: Request) -> dict[str, Any]:
         raise _rejected(Rejected([{"field": "body", "msg": f"at most {MAX_BATCH} envelopes", "type": "too_long"}]))
     envs = [_validate(raw, i) for i, raw in enumerate(body)]
     await _refuse_reused_ids(request, envs)
-    results = await asyncio.gather(*(_produce(request, e) for e in envs))
+    with tracing.span("ingress.envelopes") as sp:
+        tracing.set_attributes(sp, count=len(envs))
+        results = await asyncio.gather(*(_produce(request, e) for e in envs))
+    await _audit(request)
     return {"accepted": len(results), "results": results}

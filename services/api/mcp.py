@@ -44,7 +44,7 @@ from schemas.graph import DiffFactsRequest, QueryFactsRequest, QueryPathsRequest
 from schemas.memory import RememberRequest
 from schemas.procedures import SearchProceduralMemoryRequest
 from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest, Workspace
-from schemas.worldbuilder import WorldbuilderLookupRequest
+from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
 from services.api import graph, procedures, worldbuilder
 from services.api.auth import require_viewer
 from services.api.memories import caller_of, get_memory_service
@@ -94,7 +94,7 @@ def render(tool: str, data: dict[str, Any]) -> str:
         lines.append("path: " + json.dumps(p, default=str, separators=(",", ":"))[:600])
     if tool in ("remember", "forget"):
         lines.append(json.dumps({k: v for k, v in data.items() if k != "key"}, default=str))
-    if tool == "diff_facts":
+    if tool in JSON_RENDERED:
         lines.append(json.dumps(data, default=str, separators=(",", ":"))[:4000])
     if tool == "worldbuilder_lookup":
         lines += _render_profile(data.get("profile") or {})
@@ -244,7 +244,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         _forget,
         read_only=False,
     ),
+    ToolSpec(
+        "worldbuilder_kb",
+        WorldbuilderKbRequest,
+        "Search the knowledge base grouped per document, with the people who took part; about = only "
+        "documents a person participates in, author = only documents they wrote.",
+        lambda rt, v, req: worldbuilder.run_worldbuilder_kb(rt, v, req),
+    ),
 )
+JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have their own rendering above
 
 
 def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:

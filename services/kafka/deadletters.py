@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from services.kafka.records import Record
+from services.metrics import STAGE_DEAD_LETTERED
 
 log = logging.getLogger("orgmem.delivery")
 ORIGINAL_HEADERS_MAX = 64 * 1024  # bytes of original headers copied onto a letter
@@ -104,6 +105,7 @@ class DeadLetters:
         if self.ledger is not None:
             await self.ledger.record(self.stage, record, headers, published=published)
         self.count += 1
+        STAGE_DEAD_LETTERED.labels(self.stage).inc()
         log.error(
             "dead-lettered %s [%s] to %s: %s: %s",
             record.position,

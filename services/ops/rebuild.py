@@ -21,6 +21,7 @@ import asyncpg
 
 from services import generations
 from services.db.migrate import migrate
+from services.governance.carryover import carry_over
 from services.kafka.topics import ensure_topics
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
@@ -47,6 +48,15 @@ async def total_lag(settings: Settings, stages: list[str]) -> tuple[int, int]:
     return lag, committed
 
 
+async def _carry(base: Settings, live: str, target: str, *, final: bool) -> None:
+    """Governance state (budgets, policies, holds, purged registry, audits, spend) is not in the log."""
+    conn = await asyncpg.connect(base.database_url)
+    try:
+        await carry_over(conn, live, target, final=final)
+    finally:
+        await conn.close()
+
+
 async def rebuild(
     base: Settings,
     *,
@@ -62,6 +72,8 @@ async def rebuild(
         await conn.close()
     target = generations.apply_generation(base, gen)
     await migrate(target.database_url, target.db_schema)
+    live = (await generations.resolve(base)).db_schema
+    await _carry(base, live, target.db_schema, final=False)  # holds and the purged registry apply now
     await ensure_topics(target)
     stages = projection_stages()
     began = time.perf_counter()
@@ -81,6 +93,7 @@ async def rebuild(
                 zero_since = None
         else:
             raise TimeoutError(f"generation {gen.generation} did not catch up within {timeout_s:.0f}s")
+        await _carry(base, live, target.db_schema, final=True)
         conn = await asyncpg.connect(base.database_url)
         try:
             await generations.switch(conn, base, gen)

@@ -157,7 +157,8 @@ async def test_readyz_is_200_when_up_and_503_naming_what_is_down(settings_factor
             assert r.status_code == 200, r.text
             assert set(r.json()["checks"]) == {"postgres", "object_store", "kafka"}
             assert (await c.get("/healthz")).json() == {"status": "ok"}
-            metrics = await c.get("/metrics")
+            assert (await c.get("/metrics")).status_code == 401  # the API key (or METRICS_TOKEN) is required
+            metrics = await c.get("/metrics", headers={"X-Api-Key": "test-key"})
             assert "orgmem_http_requests_total" in metrics.text
             spec = (await c.get("/asyncapi")).json()
             assert spec["asyncapi"].startswith("3.")

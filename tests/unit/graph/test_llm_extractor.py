@@ -22,8 +22,17 @@ class FakeConn:
     def __init__(self, spent: int = 0) -> None:
         self.spent = spent
 
+        self.executed: list[tuple[Any, ...]] = []
+
     async def fetchval(self, *_: Any) -> int:
         return self.spent
+
+    async def fetchrow(self, *_: Any) -> None:  # no budget row: the extractor's default applies
+        return None
+
+    async def execute(self, *args: Any) -> str:
+        self.executed.append(args)
+        return "INSERT 0 1"
 
 
 class FakeClient:
@@ -67,8 +76,11 @@ async def test_registry_bound_links_and_spend() -> None:
 async def test_budget_exhausted_skips_the_vendor() -> None:
     client = FakeClient({"links": []})
     llm = LlmExtractor(client, model="m", registry=default_registry(), daily_token_budget=100)
-    assert await llm.extract(FakeConn(spent=100), "w", TEXT) == []
+    conn = FakeConn(spent=100)
+    assert await llm.extract(conn, "w", TEXT) == []
     assert client.calls == 0
+    [refusal] = conn.executed  # the stop is recorded with its reason
+    assert "spend_refusals" in refusal[0] and refusal[2:] == ("w", "m", "extract", "budget_exhausted")
 
 
 async def test_vendor_errors_map_to_transient_and_permanent() -> None:

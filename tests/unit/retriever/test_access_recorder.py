@@ -28,7 +28,7 @@ class FakePool:
 
 async def test_many_records_one_statement_with_summed_counts() -> None:
     pool = FakePool()
-    rec = AccessRecorder(pool, delay_s=0.05)  # type: ignore[arg-type]
+    rec = AccessRecorder(pool, delay_s=0.05)
     a, b = uuid.uuid4(), uuid.uuid4()
     rec.record([a, b])
     rec.record([str(a)])
