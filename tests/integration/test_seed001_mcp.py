@@ -10,7 +10,7 @@ import httpx
 
 from services.api.app import create_app
 from services.settings import Settings
-from tests.integration.agents_helpers import mcp_session, serve_app
+from tests.integration.agents_helpers import free_port, mcp_session, serve_app
 from tests.integration.helpers import envelope, eventually, fetchval, principal, produce
 
 PORT = 8070  # this branch's port
@@ -34,7 +34,7 @@ async def test_worldbuilder_and_procedure_tools_over_mcp(settings: Settings, pip
         r = await c.post("/v1/procedural-memories", json=body, headers=headers(g, user=principal("user")))
         assert r.status_code == 202, r.text
     await eventually(lambda: fetchval(settings, "SELECT count(*) FROM procedure_versions"))
-    async with serve_app(app, port=PORT) as url:
+    async with serve_app(app, port=free_port(PORT)) as url:
         async with mcp_session(url, headers(g)) as session:
             names = {t.name for t in (await session.list_tools()).tools}
             assert {"worldbuilder_lookup", "search_procedural_memory"} <= names

@@ -49,12 +49,15 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+        try:
+            self.server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+        except OSError:  # the branch's port is busy (TIME_WAIT, another run): any free one
+            self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{PORT}/hook"
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
 
 @pytest.fixture
