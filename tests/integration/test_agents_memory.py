@@ -135,7 +135,7 @@ async def test_throttle_cap_429_and_metrics(api: tuple[Settings, httpx.AsyncClie
     # another session of the same principal has its own budget
     other = {"text": "fresh session", "source": {"agent": "a", "session_id": "other"}}
     assert (await client.post("/v1/memories", json=other, headers=ALICE_H)).status_code == 202
-    metrics = (await client.get("/metrics")).text
+    metrics = (await client.get("/metrics", headers={"X-Api-Key": "test-key"})).text  # /metrics needs the key
     line = next(x for x in metrics.splitlines() if x.startswith('orgmem_memory_writes_total{outcome="throttled_cap"}'))
     assert float(line.split()[-1]) >= 1
 
