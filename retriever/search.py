@@ -11,7 +11,8 @@ Dense arm on pgvector < 0.8 (no iterative index scans): a filtered HNSW scan yie
 3. otherwise HNSW with ``SET LOCAL hnsw.ef_search`` raised and over-fetching ``ef_search`` rows;
    if the filter still leaves fewer than ``k`` rows, fall back to exact search.
 
-On pgvector >= 0.8 the HNSW scan runs with ``hnsw.iterative_scan = relaxed_order`` instead.
+On pgvector >= 0.8, step 3 is one HNSW scan with ``hnsw.iterative_scan = relaxed_order`` instead (the probe and
+the exact path for small visible sets stay).
 The HNSW query must use the index's expression and predicate verbatim: ``(embedding::vector(dim))``
 and ``embedding_model = '<literal>' AND NOT is_parent`` (a bind parameter would not match the
 partial index).
@@ -201,14 +202,16 @@ async def dense_arm(
     if scope.matches_nothing:
         return DenseResult([], "empty_viewer")
     ef = min(MAX_EF_SEARCH, max(cfg.ef_search, k))
+    probe = await visible_vectors(conn, scope, cfg, cfg.exact_threshold)
+    if probe < cfg.exact_threshold:  # a small visible set: exact is cheap and exact (on every pgvector)
+        return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "exact", probe=probe)
     if cfg.pgvector >= (0, 8):
         # the same ef_search as the over-fetch path: ef 100 gave recall@10 0.85-0.91 under ACL filters at 100k
         # chunks of HERB text (target >= 0.95); the iterative scan then only fetches k rows
         ids = await _dense_hnsw(conn, scope, vector, cfg, k, ef, iterative=True)
-        return DenseResult(ids, "hnsw_iterative", ef_search=ef)
-    probe = await visible_vectors(conn, scope, cfg, cfg.exact_threshold)
-    if probe < cfg.exact_threshold:
-        return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "exact", probe=probe)
+        if len(ids) < k:  # the scan hit hnsw.max_scan_tuples before k visible rows
+            return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "hnsw_short_exact", ef, probe)
+        return DenseResult(ids, "hnsw_iterative", ef_search=ef, probe=probe)
     ids = await _dense_hnsw(conn, scope, vector, cfg, ef, ef, iterative=False)
     if len(ids) < k:
         return DenseResult(await dense_exact(conn, scope, vector, cfg, k), "hnsw_short_exact", ef, probe)

@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
 MAX_NESTING = 32  # structured values: dicts/lists inside each other, counted from the field itself
 MAX_JSON_DEPTH = 64  # any JSON body, checked on the text before parsing (no recursion, no interpreter limit)
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")  # escaped in field names: they travel in headers too
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]')
 MIN_QUERY_TIME = datetime(1000, 1, 1, tzinfo=UTC)
 MAX_QUERY_TIME = datetime(9000, 12, 31, 23, 59, 59, tzinfo=UTC)
@@ -116,13 +117,15 @@ def field_errors(exc: ValidationError, *, prefix: str = "") -> list[dict[str, st
         if isinstance(inner, str) and inner:
             loc.append(inner)
         field = ".".join(([prefix] if prefix else []) + loc) or prefix or "body"
-        out.append({"field": field, "msg": _printable(str(e["msg"])), "type": str(e["type"])})
+        out.append({"field": _printable(field), "msg": _printable(str(e["msg"])), "type": str(e["type"])})
     return out
 
 
 def _printable(text: str) -> str:
-    """Error text that is always UTF-8 encodable (lone surrogates replaced)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """Error text that is always UTF-8 encodable and header-safe (lone surrogates and control characters
+    escaped as ``\\udxxx`` / ``\\xNN``)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class Rejected(ValueError):

@@ -21,6 +21,7 @@ import asyncpg
 from schemas.envelope import ChangeEnvelope, DocumentKind
 from schemas.procedures import ProcedureSpec, ProcedureVersion
 from services.ids import document_id
+from services.viewer import Principals
 
 SOURCE_SYSTEM = "procedural_memory"
 
@@ -102,7 +103,7 @@ def _version(r: asyncpg.Record, current: int | None, deleted: bool) -> Procedure
 
 
 async def visible_versions(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], ids: Sequence[uuid.UUID]
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, tuple[ProcedureVersion | None, list[ProcedureVersion]]]:
     """id -> (current version or None when deleted, every version newest first), for procedures whose
     document the viewer can see (tombstoned ones included, so a delete can be confirmed)."""

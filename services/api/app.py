@@ -67,7 +67,7 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(admin.router, responses=errors.responses(403, 404))
     app.include_router(worldbuilder.router, responses=errors.responses(404))
     app.include_router(procedures.router, responses=errors.responses(403, 404))
-    app.include_router(taxonomy.router, responses=errors.responses(403, 404))
+    app.include_router(taxonomy.router, responses=errors.responses(403, 404, 409))
     openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(

@@ -42,8 +42,10 @@ from retriever.wiring import get_service
 from schemas.envelope import Principal
 from schemas.graph import DiffFactsRequest, QueryFactsRequest, QueryPathsRequest
 from schemas.memory import RememberRequest
+from schemas.procedures import SearchProceduralMemoryRequest
 from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest, Workspace
-from services.api import graph
+from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
+from services.api import graph, procedures, worldbuilder
 from services.api.auth import require_viewer
 from services.api.memories import caller_of, get_memory_service
 from services.errors import ConfigurationError, OrgMemoryError
@@ -92,13 +94,37 @@ def render(tool: str, data: dict[str, Any]) -> str:
         lines.append("path: " + json.dumps(p, default=str, separators=(",", ":"))[:600])
     if tool in ("remember", "forget"):
         lines.append(json.dumps({k: v for k, v in data.items() if k != "key"}, default=str))
-    if tool == "diff_facts":
+    if tool in JSON_RENDERED:
         lines.append(json.dumps(data, default=str, separators=(",", ":"))[:4000])
+    if tool == "worldbuilder_lookup":
+        lines += _render_profile(data.get("profile") or {})
+    for hit in data.get("results") or []:
+        if tool == "search_procedural_memory":
+            proc = hit.get("procedure") or {}
+            steps = "; ".join(f"{i}. {st}" for i, st in enumerate(proc.get("steps") or [], 1))
+            lines.append(
+                f"procedure {proc.get('name')} (v{proc.get('version')}, id {proc.get('procedure_id')}): {steps}"
+            )
     if data.get("answer"):
         lines.insert(0, f"answer: {data['answer']}")
     if not lines:
         lines.append("no results visible to you")
     return "\n".join(lines)
+
+
+def _render_profile(profile: dict[str, Any]) -> list[str]:
+    """A Worldbuilder profile as lines of ``field: value [evidence document ids]``."""
+    lines: list[str] = []
+    subject = profile.get("subject") or {}
+    if subject:
+        lines.append(f"profile of {subject.get('name')} ({profile.get('kind')})")
+    for name, value in profile.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict) and "value" in item:
+                evidence = ",".join(str(e) for e in item.get("evidence") or [])
+                lines.append(f"{name}: {item['value']}" + (f" [evidence {evidence}]" if evidence else ""))
+    return lines
 
 
 def _result(tool: str, response: BaseModel) -> CallToolResult:
@@ -128,6 +154,14 @@ async def _search(rt: Runtime, viewer: Viewer, req: SearchKnowledgeBaseRequest) 
 
 async def _remember(rt: Runtime, viewer: Viewer, req: RememberRequest) -> BaseModel:
     return await get_memory_service(rt).remember(req, caller_of(rt, viewer))
+
+
+async def _lookup(rt: Runtime, viewer: Viewer, req: WorldbuilderLookupRequest) -> BaseModel:
+    return await worldbuilder.run_worldbuilder_lookup(rt, viewer, req)
+
+
+async def _procedures(rt: Runtime, viewer: Viewer, req: SearchProceduralMemoryRequest) -> BaseModel:
+    return await procedures.run_search_procedural_memory(rt, viewer, req)
 
 
 async def _forget(rt: Runtime, viewer: Viewer, req: ForgetRequest) -> BaseModel:
@@ -177,6 +211,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         lambda rt, v, req: graph.run_query_paths(rt, v, req),
     ),
     ToolSpec(
+        "worldbuilder_lookup",
+        WorldbuilderLookupRequest,
+        "A profile of one person, team, project or glossary term by name (type optional) or subject: "
+        "summary, title, team, manager, reports, current projects, key collaborators, members, definition, "
+        "recent activity, aliases — every field with its evidence document ids and as_of, limited to what "
+        "the current user may see.",
+        _lookup,
+    ),
+    ToolSpec(
+        "search_procedural_memory",
+        SearchProceduralMemoryRequest,
+        "Find saved procedures (how-tos, runbooks: name, when to use, numbered steps, tools) matching a task "
+        "description; returns each procedure's current version with its steps.",
+        _procedures,
+    ),
+    ToolSpec(
         "remember",
         RememberRequest,
         "Save a memory for later retrieval: a note, decision, preference, fact or procedure, written as a "
@@ -194,7 +244,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         _forget,
         read_only=False,
     ),
+    ToolSpec(
+        "worldbuilder_kb",
+        WorldbuilderKbRequest,
+        "Search the knowledge base grouped per document, with the people who took part; about = only "
+        "documents a person participates in, author = only documents they wrote.",
+        lambda rt, v, req: worldbuilder.run_worldbuilder_kb(rt, v, req),
+    ),
 )
+JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have their own rendering above
 
 
 def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:

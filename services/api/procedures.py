@@ -28,6 +28,7 @@ from schemas.procedures import (
 from services import procedures
 from services.api.auth import require_viewer
 from services.errors import OrgMemoryError
+from services.memories import PRINCIPAL_NAMESPACE
 from services.runtime import Runtime
 from services.viewer import Viewer
 
@@ -68,10 +69,11 @@ async def _produce(rt: Runtime, env: ChangeEnvelope) -> Any:
 
 
 def _author(viewer: Viewer) -> dict[str, Any] | None:
+    """The caller as the author, keyed like agent memory writes (``services.memories``): a verified
+    ``principal`` identity ``user:<uuid>``."""
     if not viewer.principal_id:
         return None
-    uid = viewer.principal_id.split(":", 1)[1]
-    return {"identities": [{"namespace": "platform_user", "value": uid, "verified": True}]}
+    return {"identities": [{"namespace": PRINCIPAL_NAMESPACE, "value": viewer.principal_id, "verified": True}]}
 
 
 @router.post("/v1/procedural-memories", status_code=status.HTTP_202_ACCEPTED, response_model=ProcedureAccepted)
@@ -105,7 +107,7 @@ async def create_procedure(body: CreateProcedureRequest, request: Request, viewe
 
 
 async def _visible(rt: Runtime, request: Request, viewer: Viewer, workspace: str, pid: uuid.UUID) -> ProcedureDetail:
-    principals = sorted(rt.hierarchy.expand(viewer.principals))
+    principals = viewer.expand(rt.hierarchy)
     async with rt.pool.acquire() as conn:
         found = await procedures.visible_versions(conn, workspace=workspace, viewer=principals, ids=[pid])
     if pid not in found:

@@ -1,8 +1,9 @@
 """Taxonomy write-back routes: ``GET /v1/taxonomy-proposals``, ``POST /v1/taxonomy-proposals/{id}/applied``
 and ``/rejected`` (admin: the host's decision; idempotent on the proposal id), ``POST /v1/promotions``.
 
-A proposal is derived from facts, so a viewer sees it only when every evidence document is visible
-(admins see all); an id the viewer cannot see is a 404."""
+A proposal is derived from facts, so a viewer sees (and an admin decides) it only when every evidence
+document is visible to the caller's principals — the admin role grants the decision, not visibility;
+an id the viewer cannot see is a 404."""
 
 from __future__ import annotations
 
@@ -38,10 +39,9 @@ def _registry(rt: Runtime) -> Registry:
     return load_registry(s.taxonomy_registry_path) if s.taxonomy_registry_path else default_registry()
 
 
-def _visible_sql(admin: bool) -> str:
-    """All-visible rule on the proposal's evidence ($2 = the viewer's principals); admins see every one."""
-    if admin:
-        return "cardinality($2::text[]) >= 0"
+def _visible_sql() -> str:
+    """All-visible rule on the proposal's evidence ($2 = the viewer's principals). Derived from facts, so
+    the admin role does not widen it: a role header is not a principal."""
     return (
         "cardinality(t.evidence) > 0 AND NOT EXISTS (SELECT 1 FROM unnest(t.evidence) ev(id)"
         " LEFT JOIN documents d ON d.id = ev.id WHERE d.id IS NULL OR d.deleted_at IS NOT NULL"
@@ -99,9 +99,9 @@ async def list_proposals(
 ) -> ProposalList:
     rt = _runtime(request)
     principals = sorted(rt.hierarchy.expand(viewer.principals))
-    if not viewer.is_admin and not principals:
+    if not principals:
         return ProposalList(proposals=[])
-    sql = f"SELECT {_COLUMNS} WHERE t.workspace = $1 AND {_visible_sql(viewer.is_admin)}"
+    sql = f"SELECT {_COLUMNS} WHERE t.workspace = $1 AND {_visible_sql()}"
     args: list[object] = [workspace, principals]
     for col, val in (("t.status", status_), ("t.slot", slot), ("t.subject_id", subject)):
         if val is not None:
@@ -119,10 +119,13 @@ async def _decide(
     request: Request, viewer: Viewer, pid: uuid.UUID, decision: Literal["applied", "rejected"]
 ) -> Proposal:
     rt = _runtime(request)
+    principals = sorted(rt.hierarchy.expand(viewer.principals))
     async with rt.pool.acquire() as conn, conn.transaction():
-        row = await conn.fetchrow(f"SELECT {_COLUMNS} WHERE t.id = $1 FOR UPDATE OF t", pid)
+        row = await conn.fetchrow(
+            f"SELECT {_COLUMNS} WHERE t.id = $1 AND {_visible_sql()} FOR UPDATE OF t", pid, principals
+        )
         if row is None:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no proposal with this id")
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible proposal with this id")
         if row["status"] == decision:
             return _proposal(row)  # idempotent: the same decision again changes nothing
         if row["status"] in ("applied", "rejected"):

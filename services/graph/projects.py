@@ -17,6 +17,7 @@ import asyncpg
 from schemas.graph import EntityBrief, ProjectLink
 from services.decay import HALF_LIFE_DAYS
 from services.graph.temporal import Params, entity_acl_sql
+from services.viewer import Principals
 
 PROJECT_TYPES = ("project", "product")
 AUTHOR_WEIGHT = 1.0
@@ -71,7 +72,7 @@ def _links(rows: Sequence[asyncpg.Record]) -> list[ProjectLink]:
 
 
 async def person_projects(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], person: uuid.UUID, limit: int = 10
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, person: uuid.UUID, limit: int = 10
 ) -> list[ProjectLink]:
     """The projects/products a person works on, strongest first."""
     if not viewer:
@@ -87,7 +88,7 @@ async def person_projects(
 
 
 async def project_people(
-    conn: asyncpg.Connection, *, workspace: str, viewer: Sequence[str], entity: uuid.UUID, limit: int = 20
+    conn: asyncpg.Connection, *, workspace: str, viewer: Principals, entity: uuid.UUID, limit: int = 20
 ) -> list[ProjectLink]:
     """The people who work on a project/product (authors and participants of documents naming it)."""
     if not viewer:

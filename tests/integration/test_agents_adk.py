@@ -30,7 +30,7 @@ from services.api.app import create_app
 from services.errors import ConfigurationError
 from services.settings import Settings
 from tests.integration.agents_helpers import free_port, serve_app
-from tests.integration.helpers import eventually, produce
+from tests.integration.helpers import eventually, fetchval, produce
 from tests.integration.retriever_fixtures import T1, hierarchy_file
 
 ALICE, MATE, OUTSIDER = (f"user:{uuid.uuid4()}" for _ in range(3))
@@ -78,6 +78,11 @@ async def org(settings_factory: Any, pipeline: Any, tmp_path: Path) -> AsyncIter
     s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
     rt = await pipeline("ingest", "embed", "retrieve", settings_override=s)
     await produce(s, _membership(f"group:{T1}", [ALICE, MATE]))  # ADK sends only user ids: the directory knows
+
+    async def applied() -> int:
+        return int(await fetchval(s, "SELECT count(*) FROM group_memberships WHERE valid_to IS NULL"))
+
+    await eventually(applied, until=lambda n: n == 2, timeout=60)
     async with serve_app(create_app(rt)) as url:
         yield s, url
 

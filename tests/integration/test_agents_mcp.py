@@ -24,7 +24,18 @@ from tests.integration.retriever_fixtures import ALICE, DAVE, DOCS, T1, VIEWERS,
 
 REPO = Path(__file__).resolve().parents[2]
 TEAMMATE = f"user:{uuid.uuid4()}"  # another member of team 1
-TOOLS = {"retrieve_context", "search_knowledge_base", "query_facts", "diff_facts", "query_paths", "remember", "forget"}
+TOOLS = {
+    "retrieve_context",
+    "search_knowledge_base",
+    "query_facts",
+    "diff_facts",
+    "query_paths",
+    "remember",
+    "forget",
+    "worldbuilder_kb",
+    "worldbuilder_lookup",
+    "search_procedural_memory",
+}
 
 
 def headers(principal: str | None, groups: tuple[str, ...] | None = (), key: str = "test-key") -> dict[str, str]:
@@ -124,8 +135,12 @@ async def test_remember_then_retrieve_scoped_and_no_leaks(served: tuple[Settings
                 {"about": "flurbix", "from_time": "2020-01-01T00:00:00Z", "to_time": "2030-01-01T00:00:00Z"},
             ),
         ]
+        results.append(await bob.call_tool("worldbuilder_kb", {"query": "flurbix freeze quintrel zorblax"}))
+        results.append(await bob.call_tool("search_procedural_memory", {"query": "flurbix deploy freeze"}))
         for doc in DOCS:
             results.append(await _retrieve(bob, doc.word))
+        unknown = await bob.call_tool("worldbuilder_lookup", {"name": "flurbix"})
+        assert unknown.is_error and memory_id not in _text(unknown)
         forgot = await bob.call_tool("forget", {"memory_id": memory_id})
     for r in results:
         assert not r.is_error, _text(r)
@@ -191,7 +206,7 @@ async def test_identity_is_required_and_never_from_arguments(served: tuple[Setti
 async def test_bad_arguments_are_tool_errors_naming_the_field(served: tuple[Settings, str]) -> None:
     _, url = served
     async with mcp_session(url, ALICE_H) as s:
-        cases = [
+        cases: list[tuple[str, dict[str, Any], str]] = [
             ("retrieve_context", {"query": ""}, "query"),
             ("retrieve_context", {"query": "x", "mode": "sideways"}, "mode"),
             ("retrieve_context", {"query": "who owns quasar", "mode": "graph_first"}, "subjects"),
@@ -200,6 +215,8 @@ async def test_bad_arguments_are_tool_errors_naming_the_field(served: tuple[Sett
             ("remember", {"text": "x", "scope": f"group:{uuid.uuid4()}"}, "scope"),
             ("forget", {"memory_id": "not-a-uuid"}, "memory_id"),
             ("query_paths", {"max_depth": "deep"}, "max_depth"),
+            ("worldbuilder_lookup", {}, "name"),
+            ("search_procedural_memory", {"query": "x", "limit": 99}, "limit"),
         ]
         for tool, args, field in cases:
             r = await s.call_tool(tool, args)

@@ -80,8 +80,8 @@ async def test_memory_write_validation_scope_and_idempotency(api: tuple[Settings
     r = await client.post("/v1/memories", json={"text": "x", "kind": "gossip"}, headers=ALICE_H)
     assert r.status_code == 422 and "kind" in r.text
     r = await client.post("/v1/memories", json={"text": "team 2 note", "scope": f"group:{T2}"}, headers=ALICE_H)
-    assert r.status_code == 403 and f"group:{T2}" in r.json()["detail"]["msg"]
-    assert r.json()["detail"]["field"] == "scope"
+    assert r.status_code == 403 and r.json()["detail"]["field"] == "scope"
+    assert f"group:{T2}" in r.json()["detail"]["errors"][0]["msg"]
     r = await client.post("/v1/memories", json={"text": "no user"}, headers=H)
     assert r.status_code == 403 and r.json()["detail"]["field"] == "X-Principal-Id"
     r = await client.post("/v1/memories", json={"text": "x"}, headers={"X-Api-Key": "nope"})

@@ -23,7 +23,11 @@ from tests.integration.helpers import envelope, eventually, fetch, fetchval, lat
 
 PORT = 8070  # this branch's port
 SECRET = "hook-secret"
-ADMIN = {"X-Api-Key": "test-key", "X-Principal-Roles": "admin"}
+
+
+def admin(*groups: str) -> dict[str, str]:
+    """The host's decision: the admin role plus principals that see the proposal's evidence."""
+    return {"X-Api-Key": "test-key", "X-Principal-Roles": "admin", "X-Principal-Groups": ",".join(groups)}
 
 
 class Receiver:
@@ -112,12 +116,15 @@ async def test_extracted_title_becomes_a_signed_proposal(
         pid = prop["id"]
         # deciding is the host's (admin) call
         assert (await c.post(f"/v1/taxonomy-proposals/{pid}/applied", headers=hdr(g))).status_code == 403
-        assert (await c.post(f"/v1/taxonomy-proposals/{uuid.uuid4()}/applied", headers=ADMIN)).status_code == 404
-        first = await c.post(f"/v1/taxonomy-proposals/{pid}/applied", headers=ADMIN)
+        assert (await c.post(f"/v1/taxonomy-proposals/{uuid.uuid4()}/applied", headers=admin(g))).status_code == 404
+        # the admin role alone is not a principal: it neither lists nor decides what it cannot see
+        assert (await c.get("/v1/taxonomy-proposals", headers=admin())).json()["proposals"] == []
+        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/applied", headers=admin(other))).status_code == 404
+        first = await c.post(f"/v1/taxonomy-proposals/{pid}/applied", headers=admin(g))
         assert first.status_code == 200 and first.json()["status"] == "applied"
-        again = await c.post(f"/v1/taxonomy-proposals/{pid}/applied", headers=ADMIN)
+        again = await c.post(f"/v1/taxonomy-proposals/{pid}/applied", headers=admin(g))
         assert again.status_code == 200 and again.json()["decided_at"] == first.json()["decided_at"]
-        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=ADMIN)).status_code == 409
+        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=admin(g))).status_code == 409
         # the applied value is ground truth now: the same knowledge re-extracted proposes nothing new
         await produce(s, envelope("C/2", "Priya Shah is the VP of Engineering.", principals=[g], event_time=later(20)))
         await eventually(lambda: fetchval(s, "SELECT count(*) >= 3 FROM processed_events WHERE stage = 'conflicts'"))
@@ -169,8 +176,8 @@ async def test_promotions_rejection_and_wrong_secret(settings: Settings, pipelin
         assert await right.deliver_pending(rt.pool) == 1 and receiver.received[-1]["ok"] is True
         # rejected: idempotent, and the same value is not proposed again
         pid = prop["id"]
-        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=ADMIN)).json()["status"] == "rejected"
-        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=ADMIN)).status_code == 200
+        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=admin(g))).json()["status"] == "rejected"
+        assert (await c.post(f"/v1/taxonomy-proposals/{pid}/rejected", headers=admin(g))).status_code == 200
         again = await c.post("/v1/promotions", json=body, headers=hdr(g))
         assert again.status_code == 409 and again.json()["detail"]["field"] == "value"
 
@@ -204,7 +211,7 @@ async def test_conflict_rule_om_wins_until_the_host_rejects(settings: Settings, 
 
         assert (await title())["value"] == "VP of Engineering"  # inferred knowledge wins inside Org Memory
         [prop] = (await c.get("/v1/taxonomy-proposals", headers=hdr(g))).json()["proposals"]
-        r = await c.post(f"/v1/taxonomy-proposals/{prop['id']}/rejected", headers=ADMIN)
+        r = await c.post(f"/v1/taxonomy-proposals/{prop['id']}/rejected", headers=admin(g))
         assert r.status_code == 200 and r.json()["status"] == "rejected"
         host = await title()  # the host rejected it: its ground truth wins (and the cached profile is not reused)
         hr1 = await fetchval(settings, "SELECT id::text FROM documents WHERE external_id = 'HR/1'")

@@ -188,7 +188,13 @@ def requests(ids: list[str]) -> list[tuple[str, str, dict[str, Any] | None]]:
                 {"about": name, "from_time": later(-60).isoformat(), "to_time": later(600).isoformat()},
             )
         )
+        reqs.append(("POST", "/tools/worldbuilder_lookup", {"name": name}))
+        reqs.append(("POST", "/tools/worldbuilder_kb", {"query": "reports", "about": name}))
+    reqs.append(("POST", "/tools/worldbuilder_kb", {"query": "quasar migration codename rollout", "limit": 50}))
+    reqs.append(("POST", "/tools/search_procedural_memory", {"query": "quasar migration"}))
+    reqs.append(("GET", "/v1/taxonomy-proposals", None))
     for i in ids:
+        reqs.append(("POST", "/tools/worldbuilder_lookup", {"subject": {"type": "person", "id": i}}))
         reqs.append(("GET", f"/v1/graph/persons/{i}", None))
         reqs.append(("GET", f"/v1/graph/entities/{i}", None))
         reqs.append(("POST", "/tools/query_facts", {"subjects": [{"type": "person", "id": i}]}))

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from services.kafka.clients import producer_config
 from services.ops.dlq import read_dead_letters, read_stored_letters
 from services.settings import Settings
 from tests.integration.conftest import REPO
-from tests.integration.helpers import envelope, eventually, fetchval, later, principal, produce
+from tests.integration.helpers import ensure_test_topics, envelope, eventually, fetchval, later, principal
 
 N = 3000
 KAFKA_SH = str(REPO / "deploy" / "kafka.sh")
@@ -37,19 +39,33 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 async def _load(settings: Settings, envs: list[Any]) -> int:
-    """A connector: produce in chunks, and retry a chunk the broker did not acknowledge (the same envelopes
+    """A connector: produce in chunks, and resend a chunk the broker did not acknowledge (the same envelopes
     again — the idempotency key makes a resend harmless). Returns how many chunks had to be resent."""
+    await ensure_test_topics(settings)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        **producer_config(client_id="sigkill-load", request_timeout_ms=5000),
+    )
+    await producer.start()
     resent = 0
     chunk = 60
-    for i in range(0, len(envs), chunk):
-        while True:
-            try:
-                await asyncio.wait_for(produce(settings, *envs[i : i + chunk]), 20)
-                break
-            except Exception:  # broker down: wait and resend
-                resent += 1
-                await asyncio.sleep(1.0)
-        await asyncio.sleep(0.15)
+    topic = settings.topic("envelopes")
+    try:
+        for i in range(0, len(envs), chunk):
+            while True:
+                try:
+                    futures = [
+                        await producer.send(topic, e.model_dump_json().encode(), key=e.key.encode())
+                        for e in envs[i : i + chunk]
+                    ]
+                    await asyncio.wait_for(asyncio.gather(*futures), 30)
+                    break
+                except Exception:  # broker down: wait and resend
+                    resent += 1
+                    await asyncio.sleep(1.0)
+            await asyncio.sleep(0.15)
+    finally:
+        await producer.stop()
     return resent
 
 

@@ -1,4 +1,4 @@
--- 0005: seed-001 read models and write-backs: Worldbuilder profile cache (keyed by evidence-document set),
+-- 0007: seed-001 read models and write-backs: Worldbuilder profile cache (keyed by evidence-document set),
 -- procedural memories (versioned, from `procedure` envelopes), taxonomy field-value proposals with their
 -- webhook delivery log.
 
