@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings ------------------------------------------------------------------------------
-    embedding_provider: EmbeddingProvider = "local"
+    embedding_provider: EmbeddingProvider = "bge"  # chosen by measurement: see bench/README.md
     embedding_model: str = "text-embedding-3-small"
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
