@@ -132,7 +132,8 @@ class Rejected(ValueError):
     """Input refused by a contract: ``errors`` in the ``{"field", "msg", "type"}`` shape, ``field`` the first."""
 
     def __init__(self, errors: list[dict[str, str]]) -> None:
-        super().__init__(f"{errors[0]['field']}: {errors[0]['msg']}")
+        field, msg = errors[0]["field"], errors[0]["msg"]
+        super().__init__(msg if msg.startswith(f"{field}: ") else f"{field}: {msg}")  # the field named once
         self.errors = errors
         self.field = errors[0]["field"]
         self.type = errors[0]["type"]
