@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.api.errors import error_response
+from services.api.errors import ErrorBody, error_response
 from services.health import readiness
 from services.metrics import CONSUMER_LAG, REGISTRY
 from services.stages import available_stages, specification_broker, stage_lag
@@ -80,7 +80,7 @@ async def _refresh_lag(rt: Any) -> None:
             "description": "Prometheus text exposition",
             "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
         },
-        401: {"description": "neither X-Api-Key nor Authorization: Bearer $METRICS_TOKEN"},
+        401: {"model": ErrorBody, "description": "neither X-Api-Key nor Authorization: Bearer $METRICS_TOKEN"},
     },
 )
 async def metrics(request: Request) -> Response:
