@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever import search
+from retriever import repository as search
 from retriever import service as service_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer

@@ -36,7 +36,7 @@ import httpx
 import uvicorn
 
 from embedder.repository import ensure_hnsw_index
-from retriever import search as sql
+from retriever import repository as sql
 from retriever.client import OrgMemoryClient
 from retriever.wiring import get_service
 from schemas.tools import RetrieveContextRequest

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import search as sql
+from retriever import repository as sql
 from retriever.access import AccessRecorder
 from retriever.compose import (
     ARM_PRESETS,

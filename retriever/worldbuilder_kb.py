@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from retriever import search as sql
+from retriever import repository as sql
 from retriever.compose import TimeAxes
 from retriever.service import RetrieverService
 from schemas.graph import EntityBrief

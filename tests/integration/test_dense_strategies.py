@@ -16,7 +16,7 @@ import numpy as np
 from pgvector.asyncpg import register_vector
 
 from embedder.repository import ensure_hnsw_index
-from retriever.search import DenseConfig, SearchScope, dense_arm, dense_exact, pgvector_version
+from retriever.repository import DenseConfig, SearchScope, dense_arm, dense_exact, pgvector_version
 from services.db.vectors import sql_literal
 from services.settings import Settings
 from services.viewer import Principals

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from retriever import search as sql
+from retriever import repository as sql
 from services.settings import Settings
 from services.viewer import Principals
 from tests.integration.helpers import connect
