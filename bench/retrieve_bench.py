@@ -309,7 +309,7 @@ async def measure(call: Any, queries: list[tuple[str, Viewer]], concurrency: int
 async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, n: int = 100) -> dict[str, Any]:
     """recall@10 of the production dense arm (and of a plain ef_search=40 HNSW scan) vs exact search."""
     svc = get_service(rt)
-    cfg = sql.DenseConfig(rt.embedding.model, rt.embedding.dim, await svc.pgvector())
+    cfg = sql.DenseConfig(rt.embedding.model, rt.embedding.dim, await svc.passages.pgvector())
     out: dict[str, Any] = {}
     viewers = {
         "team_only_2.75pct": lambda: (f"group:{rng.choice(list(org.teams))}",),
@@ -323,7 +323,7 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
         for _ in range(n):
             viewer = tuple(sorted(svc.hierarchy.expand(make())))
             scope = sql.SearchScope("default", viewer)
-            vec = (await svc.embedder.embed_queries([query_for(rng, texts)]))[0]  # type: ignore[union-attr]
+            vec = (await svc.passages.embedder.embed_queries([query_for(rng, texts)]))[0]  # type: ignore[union-attr]
             async with rt.pool.acquire() as conn:
                 exact = set(await sql.dense_exact(conn, scope, vec, cfg, 10))
                 got = await sql.dense_arm(conn, scope, vec, cfg, 10)

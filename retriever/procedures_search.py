@@ -20,7 +20,7 @@ async def search_procedures(
     principals = viewer.expand(svc.hierarchy)
     filters = PassageFilters(kinds=["procedure"], source_systems=[procedures.SOURCE_SYSTEM])
     axes = TimeAxes(None, None, None, None, None, None, None, "host")
-    found = await svc.search_passages(
+    found = await svc.passages.search(
         query=req.query,
         workspace=req.workspace,
         filters=filters,

@@ -83,7 +83,7 @@ async def worldbuilder_kb(svc: RetrieverService, req: WorldbuilderKbRequest, vie
             else:
                 author_ids = ids
     axes = TimeAxes(req.as_of, None, None, req.filters.date_from, req.filters.date_to, None, None, "host")
-    found = await svc.search_passages(
+    found = await svc.passages.search(
         query=req.query,
         workspace=req.workspace,
         filters=req.filters,

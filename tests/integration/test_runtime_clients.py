@@ -25,7 +25,7 @@ async def test_build_runtime_builds_each_client_once_and_close_closes_them(setti
         assert rt.embedder.model == rt.embedding.model and rt.embedder.dim == rt.embedding.dim
         service = get_service(rt)
         assert get_service(rt) is service  # one retriever per runtime
-        assert service.embedder is rt.embedder and service.reranker is c.reranker
+        assert service.passages.embedder is rt.embedder and service.passages.reranker is c.reranker
         assert not c.reranker.client.is_closed
         assert not c.synthesizer.client.is_closed()
         assert not c.llm_extractor.client.is_closed()

@@ -1,0 +1,250 @@
+"""Passage search along its arms: dense (pgvector), lexical (BM25 over Postgres full-text, optional PRF),
+relational (the graph channel), the semantic re-score of every text candidate, one fetch of the fused
+candidates under the same ACL, pure ``fuse_and_rank``, optional rerank. Each arm runs on its own pooled
+connection, concurrently; every step is timed (diagnostics, metrics, a span per arm)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import asyncpg
+
+from retriever import repository as sql
+from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
+from retriever.graph_channel import RelationalResult, relational_arm
+from retriever.ranking import Hit, RankedHit, fuse_and_rank
+from schemas.tools import PassageFilters
+from services import tracing
+from services.embedding_config import EmbeddingConfig
+from services.hierarchy import OrgHierarchy
+from services.metrics import RETRIEVAL_ARM_SECONDS
+from services.ports import Embedder, Reranker
+from services.viewer import Principals
+
+T = TypeVar("T")
+LEXEME_STATS_TTL_S = 300.0
+
+
+@dataclass
+class PassageSearch:
+    ranked: list[RankedHit]
+    rows: dict[str, sql.ChunkRow]
+    scores: dict[str, float]
+    diagnostics: dict[str, Any]
+    relational: RelationalResult = field(default_factory=RelationalResult)
+
+
+class PassageSearcher:
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool,
+        hierarchy: OrgHierarchy,
+        embedder: Embedder | None,
+        embedding: EmbeddingConfig,
+        reranker: Reranker | None = None,
+        ef_search: int = sql.DEFAULT_EF_SEARCH,
+        exact_threshold: int = sql.DEFAULT_EXACT_THRESHOLD,
+    ) -> None:
+        self.pool = pool
+        self.hierarchy = hierarchy
+        self.embedder = embedder
+        self.embedding = embedding
+        self.reranker = reranker
+        self.ef_search = ef_search
+        self.exact_threshold = exact_threshold
+        self._pgvector: tuple[int, ...] | None = None
+        self._lexemes: tuple[float, sql.LexemeStats | None] | None = None
+
+    async def pgvector(self) -> tuple[int, ...]:
+        if self._pgvector is None:
+            async with self.pool.acquire() as conn:
+                self._pgvector = await sql.pgvector_version(conn)
+        return self._pgvector
+
+    async def lexeme_stats(self, conn: asyncpg.Connection) -> sql.LexemeStats | None:
+        """The planner's lexeme statistics, re-read at most every ``LEXEME_STATS_TTL_S`` seconds."""
+        now = time.monotonic()
+        if self._lexemes is None or now - self._lexemes[0] > LEXEME_STATS_TTL_S:
+            self._lexemes = (now, await sql.lexeme_stats(conn))
+        return self._lexemes[1]
+
+    async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
+        start, wall = time.perf_counter(), time.time()
+        try:
+            return await fn()
+        finally:
+            elapsed = time.perf_counter() - start
+            timings[name] = round(elapsed * 1000, 2)
+            RETRIEVAL_ARM_SECONDS.labels(name).observe(elapsed)
+            tracing.record_span(f"retrieve.{name}", wall, wall + elapsed, arm=name)
+
+    async def _query_vector(self, query: str, timings: dict[str, float]) -> list[float] | None:
+        if self.embedder is None:
+            return None
+        embedder = self.embedder
+        # queries, not passages: asymmetric models (BGE) prefix their search instruction
+        vectors: list[list[float]] = await self._timed(timings, "embed", lambda: embedder.embed_queries([query]))
+        return vectors[0]
+
+    async def _dense_config(self) -> sql.DenseConfig:
+        return sql.DenseConfig(
+            self.embedding.model, self.embedding.dim, await self.pgvector(), self.ef_search, self.exact_threshold
+        )
+
+    async def _semantic(
+        self, scope: sql.SearchScope, vector: list[float] | None, candidates: Sequence[str]
+    ) -> dict[str, float]:
+        """The ``semantic`` step: exact cosine of every text-arm candidate, so fusion has a dense
+        score for the lexical hits the dense arm did not return."""
+        if vector is None or not candidates:
+            return {}
+        cfg = await self._dense_config()
+        async with self.pool.acquire() as conn:
+            return await sql.score_by_vector(conn, scope, vector, candidates, cfg)
+
+    async def _dense(
+        self, scope: sql.SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
+    ) -> sql.DenseResult:
+        if vector is None:
+            return sql.DenseResult([], "no_embedder")
+        cfg = await self._dense_config()
+        async with self.pool.acquire() as conn:
+            return await sql.dense_arm(conn, scope, vector, cfg, k)
+
+    async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
+        arm = sql.lexical_arm_prf if prf else sql.lexical_arm
+        async with self.pool.acquire() as conn:
+            return await arm(conn, scope, query, k, await self.lexeme_stats(conn))
+
+    async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
+        if scope.matches_nothing:
+            return RelationalResult(notes={"relational": "empty viewer"})
+        async with self.pool.acquire() as conn:
+            return await relational_arm(conn, workspace=scope.workspace, viewer=scope.viewer, query=query)
+
+    async def search(
+        self,
+        *,
+        query: str,
+        workspace: str,
+        filters: PassageFilters,
+        limit: int,
+        arms: str,
+        viewer: Principals,
+        own: Sequence[str],
+        axes: TimeAxes,
+        now: datetime,
+        author_ids: tuple[uuid.UUID, ...] | None = None,
+        participant_ids: tuple[uuid.UUID, ...] | None = None,
+    ) -> PassageSearch:
+        timings: dict[str, float] = {}
+        if filters.author:
+            async with self.pool.acquire() as conn:
+                author_ids = await sql.resolve_author(conn, workspace, filters.author)
+        scope = sql.SearchScope(
+            workspace,
+            viewer,
+            tuple(filters.source_systems),
+            tuple(filters.kinds),
+            axes.date_from,
+            axes.date_to,
+            axes.as_of,
+            author_ids,
+            axes.believed_as_of,
+            participant_ids,
+        )
+        names, config = ARM_PRESETS[arms]
+        k = min(100, max(40, 4 * limit))
+        empty: Any = None
+        wants_vector = "dense" in names or "semantic" in names
+        vector = await self._query_vector(query, timings) if wants_vector and not scope.matches_nothing else None
+        dense, lexical, relational = await asyncio.gather(
+            self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
+            if "dense" in names
+            else asyncio.sleep(0, empty),
+            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and sql.PRF_ENABLED))
+            if "lexical" in names
+            else asyncio.sleep(0, empty),
+            self._timed(timings, "relational", lambda: self._relational(scope, query))
+            if "relational" in names
+            else asyncio.sleep(0, empty),
+        )
+        arm_ids: dict[str, list[str]] = {}
+        arm_scores: dict[str, dict[str, float]] = {}
+        arm_diag: dict[str, Any] = {}
+        if dense is not None:
+            arm_ids["dense"] = dense.ids
+            arm_diag["dense"] = {
+                "count": len(dense.ids),
+                "strategy": dense.strategy,
+                "ef_search": dense.ef_search,
+                "visible_probe": dense.probe,
+            }
+        if lexical is not None:
+            arm_ids["lexical"] = lexical.ids
+            arm_scores["lexical"] = lexical.scores
+            arm_diag["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
+        if "semantic" in names:
+            # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
+            pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]  # score_by_vector de-duplicates
+            semantic = await self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
+            if semantic:
+                added = len(set(semantic) - set(arm_ids.get("dense", [])))
+                arm_ids["dense"] = list(semantic)
+                arm_scores["dense"] = semantic
+                arm_diag["semantic"] = {"scored": len(semantic), "added_to_dense": added}
+        relational = relational or RelationalResult()
+        if "relational" in names:
+            arm_ids["relational"] = relational.chunk_ids
+            arm_diag["relational"] = {
+                "count": len(relational.chunk_ids),
+                "parsed": relational.parsed,
+                **relational.notes,
+            }
+        candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
+        async with self.pool.acquire() as conn:
+            rows = await self._timed(timings, "fetch", lambda: sql.fetch_chunks(conn, scope, candidates))
+        hits = {
+            cid: Hit(
+                cid,
+                r.document_id,
+                r.content_hash,
+                r.title,
+                r.text,
+                r.event_time,
+                self.hierarchy.scope_of(r.principals, own),
+                r.access_count,
+            )
+            for cid, r in rows.items()
+        }
+        result = fuse_and_rank(
+            arm_ids,
+            hits,
+            query,
+            now,
+            config,
+            arm_scores=arm_scores,
+            boost_range=axes.boost_range,
+            keep_at_least=limit,
+        )
+        ranked = list(result.hits)
+        scores = {rh.hit.chunk_id: rh.score for rh in ranked}
+        diag: dict[str, Any] = {
+            "arms": arm_diag,
+            "fusion": fusion_diagnostics(result.diagnostics, set(rows)),
+            "timings_ms": timings,
+        }
+        if self.reranker is not None and len(ranked) > limit:
+            texts = [rows[rh.hit.chunk_id].text for rh in ranked]
+            order = await self._timed(timings, "rerank", lambda: self.reranker.rerank(query, texts))  # type: ignore[union-attr]
+            ranked = [ranked[i] for i, _ in order]
+            scores = {ranked[n].hit.chunk_id: s for n, (_, s) in enumerate(order)}
+            diag["rerank"] = {"shortlist": len(texts)}
+        return PassageSearch(ranked[:limit], rows, scores, diag, relational)
