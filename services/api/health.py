@@ -55,15 +55,13 @@ def _metrics_caller_ok(request: Request) -> bool:
     return False
 
 
-_lag_sampled_at = 0.0
-
-
-async def _refresh_lag(rt: Any) -> None:
-    """Consumer lag per stage of this deployment, at most every ``LAG_TTL_S`` (a scrape never waits long)."""
-    global _lag_sampled_at
-    if time.monotonic() - _lag_sampled_at < LAG_TTL_S:
+async def _refresh_lag(state: Any) -> None:
+    """Consumer lag per stage of this deployment, at most every ``LAG_TTL_S`` per app (a scrape never waits
+    long); the time of the last sample lives on the app, so two apps in one process do not share it."""
+    rt = state.runtime
+    if time.monotonic() - getattr(state, "lag_sampled_at", float("-inf")) < LAG_TTL_S:
         return
-    _lag_sampled_at = time.monotonic()
+    state.lag_sampled_at = time.monotonic()
     for stage in rt.stages or available_stages():
         try:
             lag = await asyncio.wait_for(stage_lag(rt.settings, stage), 5)
@@ -87,7 +85,7 @@ async def metrics(request: Request) -> Response:
     if not _metrics_caller_ok(request):
         msg = "missing or invalid X-Api-Key or METRICS_TOKEN bearer"
         return error_response(401, {"field": "X-Api-Key", "msg": msg})
-    await _refresh_lag(request.app.state.runtime)
+    await _refresh_lag(request.app.state)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
