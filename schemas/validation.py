@@ -146,6 +146,8 @@ def _no_constant(name: str) -> Any:
 def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> str | None:
     """``None`` when the JSON text nests at most ``limit`` levels, else the path (first two segments)
     of the item that goes deeper — found by scanning tokens, so any depth is safe to check."""
+    if text.count("{") + text.count("[") <= limit:
+        return None  # nesting never exceeds the number of opening brackets (those inside strings included)
     depth = 0
     keys: list[str] = []  # the key (object) or index (array) at each open level
     arrays: list[bool] = []
