@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from schemas.graph import EntityBrief, Fact
+from schemas.graph import EntityBrief, Fact, ProjectLink
 from schemas.worldbuilder import Profile, ProfileField
 from services.decay import HALF_LIFE_DAYS
 from services.graph.projects import PROJECT_TYPES, person_projects, project_people
@@ -118,6 +118,17 @@ async def evidence_key(
 
 
 # --- assembly ----------------------------------------------------------------------------------
+
+
+def _link_field(link: ProjectLink) -> ProfileField:
+    """A person↔project link (either end) as a profile field with its evidence."""
+    return ProfileField(
+        value=link.entity.name,
+        entity=link.entity,
+        evidence=sorted(link.evidence, key=str),
+        as_of=link.last_seen,
+        source="project_link",
+    )
 
 
 def _fact_field(f: Fact, *, other_end: bool = True) -> ProfileField:
@@ -324,16 +335,7 @@ async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Principa
         projects = [_fact_field(f) for f in _pick(facts, "works_on", "outgoing")]
         projects += [_fact_field(f) for f in _pick(facts, "owns", "outgoing", PROJECT_TYPES)]
         projects += [_fact_field(f) for f in _pick(facts, "manages", "outgoing", ["project"])]
-        for link in await person_projects(conn, workspace=workspace, viewer=viewer, person=entity.id):
-            projects.append(
-                ProfileField(
-                    value=link.entity.name,
-                    entity=link.entity,
-                    evidence=sorted(link.evidence, key=str),
-                    as_of=link.last_seen,
-                    source="project_link",
-                )
-            )
+        projects += map(_link_field, await person_projects(conn, workspace=workspace, viewer=viewer, person=entity.id))
         out["current_projects"] = _merge(projects)
         out["key_collaborators"] = await _collaborators(conn, workspace, viewer, entity.id)
     elif kind == "team":
@@ -345,16 +347,7 @@ async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Principa
         owners = [_fact_field(f) for p in ("owns", "manages", "founded") for f in _pick(facts, p, "incoming")]
         out["owners"] = _merge(owners)
         members = [_fact_field(f) for f in _pick(facts, "works_on", "incoming")]
-        for link in await project_people(conn, workspace=workspace, viewer=viewer, entity=entity.id):
-            members.append(
-                ProfileField(
-                    value=link.entity.name,
-                    entity=link.entity,
-                    evidence=sorted(link.evidence, key=str),
-                    as_of=link.last_seen,
-                    source="project_link",
-                )
-            )
+        members += map(_link_field, await project_people(conn, workspace=workspace, viewer=viewer, entity=entity.id))
         out["members"] = _merge(members)
     elif kind == "glossary_term":
         out["definition"] = first(_pick(facts, "has_definition", "outgoing"))
