@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from retriever import passages as passages_mod
 from retriever import repository as search
-from retriever import service as service_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
 from services.eval.datasets import any_visible, event_visibility, iter_queries
@@ -68,7 +68,7 @@ def _weights(lexical: float, dense: float) -> contextlib.AbstractContextManager[
     names, cfg = compose.ARM_PRESETS["full"]
     w = MappingProxyType({**cfg.arm_weights, "lexical": lexical, "dense": dense})
     presets = {**compose.ARM_PRESETS, "full": (names, dataclasses.replace(cfg, arm_weights=w))}
-    return patched(service_mod, "ARM_PRESETS", presets)
+    return patched(passages_mod, "ARM_PRESETS", presets)
 
 
 VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
@@ -80,7 +80,7 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "noprf": ("full", lambda: patched(search, "PRF_ENABLED", False)),
     "prf02": ("full", lambda: patched(search, "PRF_WEIGHT", 0.2)),
     "prf02w55": ("full", lambda: _stack(patched(search, "PRF_WEIGHT", 0.2), _weights(0.5, 0.5))),
-    "autocut": ("full", lambda: patched(service_mod, "fuse_and_rank", _no_keep(service_mod.fuse_and_rank))),
+    "autocut": ("full", lambda: patched(passages_mod, "fuse_and_rank", _no_keep(passages_mod.fuse_and_rank))),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),
     "hybrid": ("hybrid", contextlib.nullcontext),
@@ -113,7 +113,7 @@ async def run(a: argparse.Namespace) -> None:
             lat: list[float] = []
 
             async def one(q: GoldQuery, arm: str = arm, lat: list[float] = lat) -> Prediction:
-                req = RetrieveContextRequest(query=q.query[:2000], workspace=f"eval-{a.reuse}", limit=10, arms=arm)
+                req = RetrieveContextRequest(query=q.query[:2000], workspace=f"eval-{a.reuse}", limit=a.limit, arms=arm)
                 viewer = Viewer(principal_id=None, groups=tuple(q.viewer.groups), roles=frozenset())
                 async with sem:
                     t = time.perf_counter()
@@ -139,6 +139,10 @@ async def run(a: argparse.Namespace) -> None:
                         if c.metrics
                     }
             out[name] = row
+            if a.dump:
+                Path(a.dump).mkdir(parents=True, exist_ok=True)
+                ranked = {p.qid: p.doc_ids for p in preds}
+                (Path(a.dump) / f"{name}.json").write_text(json.dumps(ranked))
             print(name, json.dumps(row), flush=True)
     finally:
         await stop_runtime(rt)
@@ -155,6 +159,8 @@ def main() -> None:
     ap.add_argument("--variants", default="base,prf,autocut,lexical,dense,hybrid")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--out")
+    ap.add_argument("--limit", type=int, default=10, help="passages asked per query (scored at 10)")
+    ap.add_argument("--dump", help="folder: one <variant>.json of ranked external ids per query")
     asyncio.run(run(ap.parse_args()))
 
 
