@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from retriever import multihop
 from retriever import passages as passages_mod
 from retriever import repository as search
 from schemas.tools import RetrieveContextRequest
@@ -81,6 +82,11 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "prf02": ("full", lambda: patched(search, "PRF_WEIGHT", 0.2)),
     "prf02w55": ("full", lambda: _stack(patched(search, "PRF_WEIGHT", 0.2), _weights(0.5, 0.5))),
     "autocut": ("full", lambda: patched(passages_mod, "fuse_and_rank", _no_keep(passages_mod.fuse_and_rank))),
+    "nosecond": ("full", lambda: patched(multihop, "ENABLED", False)),
+    "noauthor": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.0)),
+    "noneighbour": ("full", lambda: patched(multihop, "NEIGHBOUR_SEEDS", 0)),
+    "author13": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.3)),
+    "nb07": ("full", lambda: patched(multihop, "NEIGHBOUR_FACTOR", 0.7)),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),
     "hybrid": ("hybrid", contextlib.nullcontext),
@@ -105,6 +111,9 @@ async def run(a: argparse.Namespace) -> None:
     from retriever.wiring import get_service
 
     service = get_service(rt)
+    if not a.record_access:
+        # every pass sees the same access counts (the access boost would otherwise drift pass after pass)
+        service.access.record = lambda chunk_ids: None  # type: ignore[method-assign]
     sem = asyncio.Semaphore(a.concurrency)
     out: dict[str, Any] = {}
     try:
@@ -159,6 +168,7 @@ def main() -> None:
     ap.add_argument("--variants", default="base,prf,autocut,lexical,dense,hybrid")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--out")
+    ap.add_argument("--record-access", action="store_true", help="count accesses as the product does")
     ap.add_argument("--limit", type=int, default=10, help="passages asked per query (scored at 10)")
     ap.add_argument("--dump", help="folder: one <variant>.json of ranked external ids per query")
     asyncio.run(run(ap.parse_args()))

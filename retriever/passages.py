@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from retriever import multihop
 from retriever import repository as sql
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
 from retriever.graph_channel import RelationalResult, relational_arm
@@ -211,19 +212,14 @@ class PassageSearcher:
         candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
         async with self.pool.acquire() as conn:
             rows = await self._timed(timings, "fetch", lambda: sql.fetch_chunks(conn, scope, candidates))
-        hits = {
-            cid: Hit(
-                cid,
-                r.document_id,
-                r.content_hash,
-                r.title,
-                r.text,
-                r.event_time,
-                self.hierarchy.scope_of(r.principals, own),
-                r.access_count,
+
+        def make_hit(r: sql.ChunkRow) -> Hit:
+            scope_name = self.hierarchy.scope_of(r.principals, own)
+            return Hit(
+                r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, scope_name, r.access_count
             )
-            for cid, r in rows.items()
-        }
+
+        hits = {cid: make_hit(r) for cid, r in rows.items()}
         result = fuse_and_rank(
             arm_ids,
             hits,
@@ -241,6 +237,14 @@ class PassageSearcher:
             "fusion": fusion_diagnostics(result.diagnostics, set(rows)),
             "timings_ms": timings,
         }
+        if arms == "full" and multihop.ENABLED and ranked:
+            async with self.pool.acquire() as conn:
+                second = await self._timed(
+                    timings, "second_round", lambda: multihop.second_round(conn, scope, query, ranked, rows, make_hit)
+                )
+            ranked, rows = second.ranked, second.rows
+            scores = {rh.hit.chunk_id: rh.score for rh in ranked}
+            diag["second_round"] = second.diagnostics
         if self.reranker is not None and len(ranked) > limit:
             texts = [rows[rh.hit.chunk_id].text for rh in ranked]
             order = await self._timed(timings, "rerank", lambda: self.reranker.rerank(query, texts))  # type: ignore[union-attr]

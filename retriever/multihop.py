@@ -1,0 +1,216 @@
+"""Second round over the first round's ranking (issue 14 §4): the named author, then conversational neighbours.
+
+**Author match.** A question that names a person ("What did Dana propose for the deploy process?", "When
+did Caroline go to the support group?") is most often answered by that person's own messages. A hit whose
+author's name (a capitalised part of ``people.display_name`` of ``chunks.author_person_id``) is written in
+the question gets ×:data:`AUTHOR_BOOST` — a field match, like the title boost of the cascade; the name is
+never taken from anything but the projection's people, and it only re-orders hits the viewer already sees.
+
+A chat answer is often spread over consecutive messages of one thread ("Did you go?" — "Yes, last Sunday,
+with the kids" — "We painted a sunrise"): the first round finds the message that shares the question's
+words, the message beside it carries the rest. The preceding message is already part of each
+message's index context (``ingest/context.py``), so the following live message(s) of the same thread (else
+channel) of the top :data:`NEIGHBOUR_SEEDS` hits join the ranking at :data:`NEIGHBOUR_FACTOR` × the seed's
+score — bounded: a neighbour never outranks its own seed, at most :data:`NEIGHBOUR_WINDOW` per seed, and a
+neighbour the first round already ranked keeps the better of its two scores.
+
+ACL: a neighbour is a passage like any other and is fetched under the same :class:`SearchScope` (viewer,
+workspace, filters, tombstones) as the arms; a neighbour the viewer cannot see is simply not added (it never
+shifts which message counts as "next", so nothing about it is revealed).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import asyncpg
+
+from retriever import repository as sql
+from retriever.ranking import STOPWORDS, Hit, RankedHit
+from retriever.repository import SearchScope, scope_where
+
+ENABLED = True
+"""Whether the product's ``full`` arm runs the second round (baselines never do)."""
+AUTHOR_BOOST = 1.5
+"""Score factor of a hit whose author is named in the question."""
+
+NEIGHBOUR_SEEDS = 5
+"""How many of the first round's top hits seed neighbours."""
+NEIGHBOUR_WINDOW = 1
+"""Following messages taken after a seed (the preceding one is already in the seed's index context)."""
+NEIGHBOUR_FACTOR = 0.5
+"""A neighbour's score = this × its seed's score (< 1: it never outranks its seed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    seed: str
+    chunk_id: str
+    direction: int  # -1 preceding, +1 following
+
+
+async def thread_neighbours(
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    seeds: Sequence[str],
+    following: int = NEIGHBOUR_WINDOW,
+    preceding: int = 0,
+) -> list[Neighbour]:
+    """Visible child chunks of the ``following`` next and ``preceding`` previous live messages of each
+    seed's thread (``(event_time, id)`` order; same workspace and source system)."""
+    if scope.matches_nothing or not seeds or (following < 1 and preceding < 1):
+        return []
+    w = scope_where(scope, "c")
+    seed_arg = w.arg([uuid.UUID(s) for s in seeds], "::uuid[]")
+    nxt, prv = w.arg(max(following, 0)), w.arg(max(preceding, 0))
+    key = "coalesce({0}.thread_external_id, {0}.parent_external_id)"
+
+    def side(direction: int, op: str, order: str, lim: str) -> str:
+        return (
+            f"(SELECT {direction} AS dir, nd.id FROM documents nd WHERE nd.workspace = s.workspace"
+            f" AND {key.format('nd')} = s.th AND nd.kind = 'message' AND nd.deleted_at IS NULL"
+            f" AND nd.source_system = s.source_system AND (nd.event_time, nd.id) {op} (s.event_time, s.did)"
+            f" ORDER BY nd.event_time {order}, nd.id {order} LIMIT {lim})"
+        )
+
+    rows = await conn.fetch(
+        "WITH s AS (SELECT sc.id AS seed, d.id AS did, d.workspace, d.source_system, d.event_time,"
+        f" {key.format('d')} AS th FROM chunks sc JOIN documents d ON d.id = sc.document_id"
+        f" WHERE sc.id = ANY({seed_arg}) AND d.kind = 'message' AND d.deleted_at IS NULL"
+        f" AND {key.format('d')} IS NOT NULL)"
+        " SELECT s.seed, n.dir, c.id FROM s CROSS JOIN LATERAL ("
+        + side(1, ">", "ASC", nxt)
+        + " UNION ALL "
+        + side(-1, "<", "DESC", prv)
+        + f") n JOIN chunks c ON c.document_id = n.id WHERE {w.sql()} ORDER BY s.seed, n.dir, c.ordinal",
+        *w.params,
+    )
+    return [Neighbour(str(r["seed"]), str(r["id"]), int(r["dir"])) for r in rows]
+
+
+def merge_neighbours(
+    ranked: Sequence[RankedHit],
+    neighbours: Sequence[Neighbour],
+    hits: Mapping[str, Hit],
+    factor: float = NEIGHBOUR_FACTOR,
+) -> list[RankedHit]:
+    """``ranked`` (best first) with neighbours added at ``factor`` × their seed's score (pure).
+
+    A neighbour already ranked keeps the higher of its own and its neighbour score; one without a ``Hit``
+    (not fetched: vanished, not visible) is skipped. Content duplicates of a ranked hit are not added.
+    Order: score descending, then chunk id (deterministic)."""
+    by_id = {rh.hit.chunk_id: rh for rh in ranked}
+    seen_hashes = {rh.hit.content_hash for rh in ranked}
+    out = dict(by_id)
+    for nb in neighbours:
+        seed = by_id.get(nb.seed)
+        hit = hits.get(nb.chunk_id)
+        if seed is None or hit is None:
+            continue
+        score = seed.score * factor
+        current = out.get(nb.chunk_id)
+        if current is not None:
+            if score > current.score:
+                boosts = MappingProxyType({**current.boosts, "neighbour": factor})
+                out[nb.chunk_id] = RankedHit(current.hit, score, current.fused, current.arm_ranks, boosts)
+            continue
+        if hit.content_hash in seen_hashes:
+            continue
+        seen_hashes.add(hit.content_hash)
+        out[nb.chunk_id] = RankedHit(
+            hit, score, 0.0, MappingProxyType({"neighbour": 1}), MappingProxyType({"neighbour": factor})
+        )
+    return sorted(out.values(), key=lambda rh: (-rh.score, rh.hit.chunk_id))
+
+
+_NAME_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def name_parts(display_name: str | None) -> frozenset[str]:
+    """The capitalised parts of a display name that can name its person in a question ("Dana", "Whitfield"):
+    at least two letters, not a stopword, the email of ``"Dana W <dana@x>"`` ignored."""
+    if not display_name:
+        return frozenset()
+    plain = display_name.split("<", 1)[0]
+    parts = (t.strip("'’-") for t in _NAME_TOKEN.findall(plain))
+    return frozenset(p for p in parts if len(p) >= 2 and p[0].isupper() and p.lower() not in STOPWORDS)
+
+
+def named_in(query: str, display_name: str | None) -> bool:
+    """True when a capitalised word of ``query`` ("Omar's" counts as "Omar") is a part of the author's name."""
+    parts = name_parts(display_name)
+    return bool(parts) and any(w in parts for w in _WORD.findall(query) if w[0].isupper())
+
+
+def boost_named_authors(
+    ranked: Sequence[RankedHit], authors: Mapping[str, str], query: str, factor: float = AUTHOR_BOOST
+) -> tuple[list[RankedHit], int]:
+    """``ranked`` with the hits of authors named in ``query`` multiplied by ``factor``, re-sorted (pure);
+    also the number of boosted hits."""
+    out: list[RankedHit] = []
+    boosted = 0
+    for rh in ranked:
+        if factor != 1.0 and named_in(query, authors.get(rh.hit.chunk_id)):
+            boosts = MappingProxyType({**rh.boosts, "author": factor})
+            rh = RankedHit(rh.hit, rh.score * factor, rh.fused, rh.arm_ranks, boosts)
+            boosted += 1
+        out.append(rh)
+    return sorted(out, key=lambda rh: (-rh.score, rh.hit.chunk_id)), boosted
+
+
+async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
+    """Display names of the authors of ``chunk_ids`` (chunks already fetched under the viewer's scope)."""
+    if not chunk_ids:
+        return {}
+    rows = await conn.fetch(
+        "SELECT c.id, p.display_name FROM chunks c JOIN people p ON p.id = c.author_person_id"
+        " WHERE c.id = ANY($1::uuid[]) AND p.display_name IS NOT NULL",
+        [uuid.UUID(i) for i in chunk_ids],
+    )
+    return {str(r["id"]): str(r["display_name"]) for r in rows}
+
+
+@dataclass
+class SecondRound:
+    ranked: list[RankedHit]
+    rows: dict[str, sql.ChunkRow]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+
+async def second_round(
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    query: str,
+    ranked: Sequence[RankedHit],
+    rows: Mapping[str, sql.ChunkRow],
+    make_hit: Callable[[sql.ChunkRow], Hit],
+    *,
+    seeds: int | None = None,
+    window: int | None = None,
+    factor: float | None = None,
+    author_boost: float | None = None,
+) -> SecondRound:
+    """Author match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
+    (fetched under ``scope``: the viewer's ACL and filters) merged at ``factor`` × their seed's score.
+    Unset knobs read the module's values at call time."""
+    seeds = NEIGHBOUR_SEEDS if seeds is None else seeds
+    window = NEIGHBOUR_WINDOW if window is None else window
+    factor = NEIGHBOUR_FACTOR if factor is None else factor
+    author_boost = AUTHOR_BOOST if author_boost is None else author_boost
+    authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked]) if author_boost != 1.0 else {}
+    boosted, n_boosted = boost_named_authors(ranked, authors, query, author_boost)
+    out_rows = dict(rows)
+    neighbours = await thread_neighbours(conn, scope, [rh.hit.chunk_id for rh in boosted[:seeds]], window)
+    missing = [n.chunk_id for n in neighbours if n.chunk_id not in out_rows]
+    if missing:
+        out_rows.update(await sql.fetch_chunks(conn, scope, list(dict.fromkeys(missing))))
+    hits = {n.chunk_id: make_hit(out_rows[n.chunk_id]) for n in neighbours if n.chunk_id in out_rows}
+    merged = merge_neighbours(boosted, neighbours, hits, factor)
+    added = len(merged) - len(boosted)
+    return SecondRound(merged, out_rows, {"author_boosted": n_boosted, "neighbours": added})
