@@ -6,17 +6,18 @@ author's name (a capitalised part of ``people.display_name`` of ``chunks.author_
 the question gets ×:data:`AUTHOR_BOOST` — a field match, like the title boost of the cascade; the name is
 never taken from anything but the projection's people, and it only re-orders hits the viewer already sees.
 
-A chat answer is often spread over consecutive messages of one thread ("Did you go?" — "Yes, last Sunday,
-with the kids" — "We painted a sunrise"): the first round finds the message that shares the question's
-words, the message beside it carries the rest. The preceding message is already part of each
-message's index context (``ingest/context.py``), so the following live message(s) of the same thread (else
-channel) of the top :data:`NEIGHBOUR_SEEDS` hits join the ranking at :data:`NEIGHBOUR_FACTOR` × the seed's
-score — bounded: a neighbour never outranks its own seed, at most :data:`NEIGHBOUR_WINDOW` per seed, and a
-neighbour the first round already ranked keeps the better of its two scores.
+**Conversational neighbours.** A chat answer is often spread over consecutive messages of one thread
+("Did you go?" — "Yes, last Sunday, with the kids" — "We painted a sunrise"): the first round finds the
+message that shares the question's words, the message after it carries the rest. The preceding message is
+already part of each message's index context (``ingest/context.py``), so the following live message(s) of
+the same thread (else channel) of the top :data:`NEIGHBOUR_SEEDS` hits join the ranking at
+:data:`NEIGHBOUR_FACTOR` × the seed's score — bounded: a neighbour never outranks its own seed, at most
+:data:`NEIGHBOUR_WINDOW` per seed, and a neighbour the first round already ranked keeps the better of its
+two scores.
 
 ACL: a neighbour is a passage like any other and is fetched under the same :class:`SearchScope` (viewer,
-workspace, filters, tombstones) as the arms; a neighbour the viewer cannot see is simply not added (it never
-shifts which message counts as "next", so nothing about it is revealed).
+workspace, filters, tombstones) as the arms; the "next message" is the next one the viewer can see, so a
+message outside the viewer's principals is neither returned nor decides which message is next.
 """
 
 from __future__ import annotations
@@ -61,19 +62,22 @@ async def thread_neighbours(
     following: int = NEIGHBOUR_WINDOW,
     preceding: int = 0,
 ) -> list[Neighbour]:
-    """Visible child chunks of the ``following`` next and ``preceding`` previous live messages of each
-    seed's thread (``(event_time, id)`` order; same workspace and source system)."""
+    """Child chunks of the ``following`` next and ``preceding`` previous live messages of each seed's thread
+    that the viewer can see (``(event_time, id)`` order; same workspace and source system): a message the
+    viewer cannot see is skipped over, and the neighbour's chunk is re-checked under the whole ``scope``."""
     if scope.matches_nothing or not seeds or (following < 1 and preceding < 1):
         return []
     w = scope_where(scope, "c")
     seed_arg = w.arg([uuid.UUID(s) for s in seeds], "::uuid[]")
     nxt, prv = w.arg(max(following, 0)), w.arg(max(preceding, 0))
+    visible = w.arg(list(scope.viewer), "::text[]")
     key = "coalesce({0}.thread_external_id, {0}.parent_external_id)"
 
     def side(direction: int, op: str, order: str, lim: str) -> str:
         return (
             f"(SELECT {direction} AS dir, nd.id FROM documents nd WHERE nd.workspace = s.workspace"
             f" AND {key.format('nd')} = s.th AND nd.kind = 'message' AND nd.deleted_at IS NULL"
+            f" AND nd.principals && {visible}"
             f" AND nd.source_system = s.source_system AND (nd.event_time, nd.id) {op} (s.event_time, s.did)"
             f" ORDER BY nd.event_time {order}, nd.id {order} LIMIT {lim})"
         )

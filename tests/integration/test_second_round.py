@@ -1,0 +1,74 @@
+"""The full arm's second round on real Kafka + Postgres (retriever/multihop.py): the following thread
+neighbour is the next message the viewer can see (never one outside its principals), and the named
+author's messages are boosted by the people the projection holds."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from retriever import multihop
+from retriever import repository as sql
+from retriever.ranking import Hit, RankedHit
+from services.settings import Settings
+from services.viewer import Principals
+from tests.integration.helpers import connect, eventually, fetch, principal, produce
+from tests.integration.test_index_context import conversation
+
+
+async def chunk_ids(settings: Settings) -> dict[str, str]:
+    rows = await fetch(
+        settings,
+        "SELECT d.external_id, c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE NOT c.is_parent",
+    )
+    return {r["external_id"]: str(r["id"]) for r in rows}
+
+
+def scope(*principals: str) -> sql.SearchScope:
+    return sql.SearchScope("default", Principals(tuple(principals)))
+
+
+def as_hit(r: sql.ChunkRow) -> Hit:
+    return Hit(r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, "user", r.access_count)
+
+
+async def test_neighbours_follow_the_thread_within_the_viewers_principals(settings: Settings, pipeline: Any) -> None:
+    await pipeline("ingest")
+    g, h = principal(), principal()
+    conv = conversation(g, h)
+    await produce(settings, *conv.values())
+    ids = await eventually(lambda: chunk_ids(settings), until=lambda m: len(m) == 4)
+    name = {v: k for k, v in ids.items()}
+    conn = await connect(settings)
+    try:
+
+        async def following(viewer: tuple[str, ...], seed: str) -> list[str]:
+            found = await multihop.thread_neighbours(conn, scope(*viewer), [ids[seed]])
+            return [name[n.chunk_id] for n in found]
+
+        # thread order A (g), S (h), B (g), C (g): S is skipped over for a g-viewer, never returned
+        assert await following((g,), "A") == ["B"]
+        assert await following((g, h), "A") == ["S"]
+        assert await following((h,), "S") == []  # B and C are outside h
+        assert await following((g,), "C") == []  # the last message
+        prev = await multihop.thread_neighbours(conn, scope(g), [ids["B"]], following=0, preceding=1)
+        assert [name[n.chunk_id] for n in prev] == ["A"]
+
+        # second round as a g-viewer: Caroline's A and C boosted x1.5, B joins after A at 0.5 x A's score
+        rows = await sql.fetch_chunks(conn, scope(g), [ids["A"], ids["C"]])
+        first = [
+            RankedHit(as_hit(rows[ids[x]]), s, s, MappingProxyType({"lexical": i + 1}), MappingProxyType({}))
+            for i, (x, s) in enumerate((("A", 1.0), ("C", 0.6)))
+        ]
+        out = await multihop.second_round(
+            conn, scope(g), "What did Caroline say about pottery?", first, rows, as_hit, author_boost=1.5, factor=0.5
+        )
+        assert [(name[rh.hit.chunk_id], round(rh.score, 6)) for rh in out.ranked] == [
+            ("A", 1.5),
+            ("C", 0.9),
+            ("B", 0.75),
+        ]
+        assert out.diagnostics == {"author_boosted": 2, "neighbours": 1}
+        assert ids["S"] not in out.rows
+    finally:
+        await conn.close()
