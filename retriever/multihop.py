@@ -10,7 +10,8 @@ never taken from anything but the projection's people, and it only re-orders hit
 ("Did you go?" — "Yes, last Sunday, with the kids" — "We painted a sunrise"): the first round finds the
 message that shares the question's words, the message after it carries the rest. The preceding message is
 already part of each message's index context (``ingest/context.py``), so the following live message(s) of
-the same thread (else channel) of the top :data:`NEIGHBOUR_SEEDS` hits join the ranking at
+the same thread (else channel), within :data:`NEIGHBOUR_MAX_GAP` (a reply, not a channel's next
+topic days later), of the top :data:`NEIGHBOUR_SEEDS` hits join the ranking at
 :data:`NEIGHBOUR_FACTOR` × the seed's score — bounded: a neighbour never outranks its own seed, at most
 :data:`NEIGHBOUR_WINDOW` per seed, and a neighbour the first round already ranked keeps the better of its
 two scores.
@@ -26,6 +27,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -44,6 +46,8 @@ NEIGHBOUR_SEEDS = 5
 """How many of the first round's top hits seed neighbours."""
 NEIGHBOUR_WINDOW = 1
 """Following messages taken after a seed (the preceding one is already in the seed's index context)."""
+NEIGHBOUR_MAX_GAP = timedelta(minutes=30)
+"""A neighbour is at most this far in time from its seed: a reply; a channel's next post days later is not."""
 NEIGHBOUR_FACTOR = 0.5
 """A neighbour's score = this × its seed's score (< 1: it never outranks its seed)."""
 
@@ -61,23 +65,27 @@ async def thread_neighbours(
     seeds: Sequence[str],
     following: int = NEIGHBOUR_WINDOW,
     preceding: int = 0,
+    max_gap: timedelta = NEIGHBOUR_MAX_GAP,
 ) -> list[Neighbour]:
     """Child chunks of the ``following`` next and ``preceding`` previous live messages of each seed's thread
-    that the viewer can see (``(event_time, id)`` order; same workspace and source system): a message the
-    viewer cannot see is skipped over, and the neighbour's chunk is re-checked under the whole ``scope``."""
+    that the viewer can see, at most ``max_gap`` apart in time (``(event_time, id)`` order; same workspace and
+    source system): a message the viewer cannot see is skipped over, and the neighbour's chunk is re-checked
+    under the whole ``scope``."""
     if scope.matches_nothing or not seeds or (following < 1 and preceding < 1):
         return []
     w = scope_where(scope, "c")
     seed_arg = w.arg([uuid.UUID(s) for s in seeds], "::uuid[]")
     nxt, prv = w.arg(max(following, 0)), w.arg(max(preceding, 0))
     visible = w.arg(list(scope.viewer), "::text[]")
+    gap = w.arg(max_gap)
     key = "coalesce({0}.thread_external_id, {0}.parent_external_id)"
 
     def side(direction: int, op: str, order: str, lim: str) -> str:
         return (
             f"(SELECT {direction} AS dir, nd.id FROM documents nd WHERE nd.workspace = s.workspace"
             f" AND {key.format('nd')} = s.th AND nd.kind = 'message' AND nd.deleted_at IS NULL"
-            f" AND nd.principals && {visible}"
+            f" AND nd.principals && {visible} AND abs(extract(epoch FROM nd.event_time - s.event_time))"
+            f" <= extract(epoch FROM {gap}::interval)"
             f" AND nd.source_system = s.source_system AND (nd.event_time, nd.id) {op} (s.event_time, s.did)"
             f" ORDER BY nd.event_time {order}, nd.id {order} LIMIT {lim})"
         )

@@ -4,6 +4,7 @@ author's messages are boosted by the people the projection holds."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -12,8 +13,8 @@ from retriever import repository as sql
 from retriever.ranking import Hit, RankedHit
 from services.settings import Settings
 from services.viewer import Principals
-from tests.integration.helpers import connect, eventually, fetch, principal, produce
-from tests.integration.test_index_context import conversation
+from tests.integration.helpers import connect, envelope, eventually, fetch, later, principal, produce
+from tests.integration.test_index_context import conversation, in_thread
 
 
 async def chunk_ids(settings: Settings) -> dict[str, str]:
@@ -36,8 +37,12 @@ async def test_neighbours_follow_the_thread_within_the_viewers_principals(settin
     await pipeline("ingest")
     g, h = principal(), principal()
     conv = conversation(g, h)
-    await produce(settings, *conv.values())
-    ids = await eventually(lambda: chunk_ids(settings), until=lambda m: len(m) == 4)
+    late = in_thread(
+        envelope("D", "Next week's pottery fair is on.", principals=[g], event_time=later(240), author_name="Melanie"),
+        "conv-1/session-1",
+    )
+    await produce(settings, *conv.values(), late)
+    ids = await eventually(lambda: chunk_ids(settings), until=lambda m: len(m) == 5)
     name = {v: k for k, v in ids.items()}
     conn = await connect(settings)
     try:
@@ -50,7 +55,10 @@ async def test_neighbours_follow_the_thread_within_the_viewers_principals(settin
         assert await following((g,), "A") == ["B"]
         assert await following((g, h), "A") == ["S"]
         assert await following((h,), "S") == []  # B and C are outside h
-        assert await following((g,), "C") == []  # the last message
+        assert await following((g,), "C") == []  # D is 4 h later: a new topic, not a reply
+        wide = await multihop.thread_neighbours(conn, scope(g), [ids["C"]], max_gap=timedelta(hours=5))
+        assert [name[n.chunk_id] for n in wide] == ["D"]
+        assert await following((g,), "D") == []  # the last message
         prev = await multihop.thread_neighbours(conn, scope(g), [ids["B"]], following=0, preceding=1)
         assert [name[n.chunk_id] for n in prev] == ["A"]
 
