@@ -147,6 +147,11 @@ async def run(a: argparse.Namespace) -> None:
                         for c in rep.categories
                         if c.metrics
                     }
+                    row["ndcg_by_category"] = {
+                        c.category: round(c.metrics.as_dict().get("ndcg@10", 0.0), 3)
+                        for c in rep.categories
+                        if c.metrics
+                    }
             out[name] = row
             if a.dump:
                 Path(a.dump).mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,9 @@
 **Author match.** A question that names a person ("What did Dana propose for the deploy process?", "When
 did Caroline go to the support group?") is most often answered by that person's own messages. A hit whose
 author's name (a capitalised part of ``people.display_name`` of ``chunks.author_person_id``) is written in
-the question gets ×:data:`AUTHOR_BOOST` — a field match, like the title boost of the cascade; the name is
-never taken from anything but the projection's people, and it only re-orders hits the viewer already sees.
+the question gets ×:data:`AUTHOR_BOOST` (not in a who-question: that asks for someone else) — a field
+match, like the title boost of the cascade; the name is never taken from anything but the projection's
+people, and it only re-orders hits the viewer already sees.
 
 **Conversational neighbours.** A chat answer is often spread over consecutive messages of one thread
 ("Did you go?" — "Yes, last Sunday, with the kids" — "We painted a sunrise"): the first round finds the
@@ -140,6 +141,7 @@ def merge_neighbours(
     return sorted(out.values(), key=lambda rh: (-rh.score, rh.hit.chunk_id))
 
 
+_WHO = re.compile(r"\bwho(?:m|se)?\b", re.IGNORECASE)
 _NAME_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -164,7 +166,10 @@ def boost_named_authors(
     ranked: Sequence[RankedHit], authors: Mapping[str, str], query: str, factor: float = AUTHOR_BOOST
 ) -> tuple[list[RankedHit], int]:
     """``ranked`` with the hits of authors named in ``query`` multiplied by ``factor``, re-sorted (pure);
-    also the number of boosted hits."""
+    also the number of boosted hits. A who-question ("who reports to Lee?", "who covered while Omar was
+    away?") asks for another person: the named one anchors the relation and is not its speaker, no boost."""
+    if _WHO.search(query):
+        factor = 1.0
     out: list[RankedHit] = []
     boosted = 0
     for rh in ranked:

@@ -51,6 +51,10 @@ def test_boost_named_authors_reorders_and_counts() -> None:
     assert dict(out[0].boosts) == {"author": 1.5}
     same, n0 = boost_named_authors(hits, {"b": "Caroline"}, "What did Caroline paint?", 1.0)
     assert order(same) == order(hits) and n0 == 0
+    # a who-question asks for another person: the named one is not the answer's author
+    for q in ("Who reports to Caroline?", "Whom did Caroline meet?", "who covered while Caroline was away"):
+        who, n_who = boost_named_authors(hits, {"b": "Caroline"}, q, 1.5)
+        assert order(who) == order(hits) and n_who == 0
 
 
 def test_merge_neighbours_scores_below_the_seed_and_keeps_the_better_score() -> None:
