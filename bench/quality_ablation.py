@@ -85,6 +85,7 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "nosecond": ("full", lambda: patched(multihop, "ENABLED", False)),
     "noauthor": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.0)),
     "noneighbour": ("full", lambda: patched(multihop, "NEIGHBOUR_SEEDS", 0)),
+    "nowhen": ("full", lambda: patched(multihop, "WHEN_BOOST", 1.0)),
     "author13": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.3)),
     "nb07": ("full", lambda: patched(multihop, "NEIGHBOUR_FACTOR", 0.7)),
     "lexical": ("lexical", contextlib.nullcontext),

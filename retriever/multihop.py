@@ -7,6 +7,11 @@ the question gets ×:data:`AUTHOR_BOOST` (not in a who-question: that asks for s
 match, like the title boost of the cascade; the name is never taken from anything but the projection's
 people, and it only re-orders hits the viewer already sees.
 
+**When-questions.** A question asking *when* ("When did X …?", "How long ago …?", "What year …?") is
+answered by a message that carries a time reference ("yesterday", "last week", "in May", "2023"): the
+message's ``event_time`` resolves it. After the neighbours join, such hits get ×:data:`WHEN_BOOST`
+(a deterministic parse of the question and of the hit text; no other question is touched).
+
 **Conversational neighbours.** A chat answer is often spread over consecutive messages of one thread
 ("Did you go?" — "Yes, last Sunday, with the kids" — "We painted a sunrise"): the first round finds the
 message that shares the question's words, the message after it carries the rest. The preceding message is
@@ -42,6 +47,8 @@ ENABLED = True
 """Whether the product's ``full`` arm runs the second round (baselines never do)."""
 AUTHOR_BOOST = 1.5
 """Score factor of a hit whose author is named in the question."""
+WHEN_BOOST = 1.3
+"""Score factor, in a when-question, of a hit whose text carries a time expression."""
 
 NEIGHBOUR_SEEDS = 5
 """How many of the first round's top hits seed neighbours."""
@@ -141,6 +148,17 @@ def merge_neighbours(
     return sorted(out.values(), key=lambda rh: (-rh.score, rh.hit.chunk_id))
 
 
+_WHEN_QUESTION = re.compile(
+    r"^\W*(?:when|how long|since when|what (?:date|day|year|month|time|week)|which (?:date|day|year|month|week))\b",
+    re.IGNORECASE,
+)
+_TIME_EXPRESSION = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|recently|just|since|weekend|week|month|year|"
+    r"morning|evening|afternoon|night|january|february|march|april|may|june|july|august|september|october|"
+    r"november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec|monday|tuesday|wednesday|thursday|"
+    r"friday|saturday|sunday|(?:19|20)\d\d|\d{1,2}(?:st|nd|rd|th))\b",
+    re.IGNORECASE,
+)
 _WHO = re.compile(r"\bwho(?:m|se)?\b", re.IGNORECASE)
 _NAME_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _WORD = re.compile(r"[A-Za-z]+")
@@ -181,6 +199,34 @@ def boost_named_authors(
     return sorted(out, key=lambda rh: (-rh.score, rh.hit.chunk_id)), boosted
 
 
+def is_when_question(query: str) -> bool:
+    """ "When did …", "How long …", "What year …": the question asks for a time."""
+    return bool(_WHEN_QUESTION.search(query[:500]))
+
+
+def has_time_expression(text: str) -> bool:
+    return bool(_TIME_EXPRESSION.search(text[:4000]))
+
+
+def boost_time_expressions(
+    ranked: Sequence[RankedHit], query: str, factor: float = WHEN_BOOST
+) -> tuple[list[RankedHit], int]:
+    """In a when-question, hits whose text carries a time expression × ``factor``, re-sorted (pure); other
+    questions unchanged. Also the number of boosted hits."""
+    if factor == 1.0 or not is_when_question(query):
+        return list(ranked), 0
+    out: list[RankedHit] = []
+    boosted = 0
+    for rh in ranked:
+        if has_time_expression(rh.hit.text):
+            rh = RankedHit(
+                rh.hit, rh.score * factor, rh.fused, rh.arm_ranks, MappingProxyType({**rh.boosts, "when": factor})
+            )
+            boosted += 1
+        out.append(rh)
+    return sorted(out, key=lambda rh: (-rh.score, rh.hit.chunk_id)), boosted
+
+
 async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
     """Display names of the authors of ``chunk_ids`` (chunks already fetched under the viewer's scope)."""
     if not chunk_ids:
@@ -212,14 +258,17 @@ async def second_round(
     window: int | None = None,
     factor: float | None = None,
     author_boost: float | None = None,
+    when_boost: float | None = None,
 ) -> SecondRound:
     """Author match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
-    (fetched under ``scope``: the viewer's ACL and filters) merged at ``factor`` × their seed's score.
+    (fetched under ``scope``: the viewer's ACL and filters) merged at ``factor`` × their seed's score, then
+    the time-expression boost of a when-question.
     Unset knobs read the module's values at call time."""
     seeds = NEIGHBOUR_SEEDS if seeds is None else seeds
     window = NEIGHBOUR_WINDOW if window is None else window
     factor = NEIGHBOUR_FACTOR if factor is None else factor
     author_boost = AUTHOR_BOOST if author_boost is None else author_boost
+    when_boost = WHEN_BOOST if when_boost is None else when_boost
     authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked]) if author_boost != 1.0 else {}
     boosted, n_boosted = boost_named_authors(ranked, authors, query, author_boost)
     out_rows = dict(rows)
@@ -230,4 +279,5 @@ async def second_round(
     hits = {n.chunk_id: make_hit(out_rows[n.chunk_id]) for n in neighbours if n.chunk_id in out_rows}
     merged = merge_neighbours(boosted, neighbours, hits, factor)
     added = len(merged) - len(boosted)
-    return SecondRound(merged, out_rows, {"author_boosted": n_boosted, "neighbours": added})
+    final, n_when = boost_time_expressions(merged, query, when_boost)
+    return SecondRound(final, out_rows, {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when})

@@ -76,7 +76,7 @@ async def test_neighbours_follow_the_thread_within_the_viewers_principals(settin
             ("C", 0.9),
             ("B", 0.75),
         ]
-        assert out.diagnostics == {"author_boosted": 2, "neighbours": 1}
+        assert out.diagnostics == {"author_boosted": 2, "neighbours": 1, "when_boosted": 0}
         assert ids["S"] not in out.rows
     finally:
         await conn.close()

@@ -5,7 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import MappingProxyType
 
-from retriever.multihop import Neighbour, boost_named_authors, merge_neighbours, name_parts, named_in
+from retriever.multihop import (
+    Neighbour,
+    boost_named_authors,
+    boost_time_expressions,
+    has_time_expression,
+    is_when_question,
+    merge_neighbours,
+    name_parts,
+    named_in,
+)
 from retriever.ranking import Hit, RankedHit
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
@@ -75,3 +84,28 @@ def test_merge_neighbours_skips_unfetched_unknown_seed_and_content_duplicates() 
     nbs = [Neighbour("a", "gone", 1), Neighbour("zz", "x", 1), Neighbour("a", "d", 1)]
     out = merge_neighbours(hits, nbs, {"a": hits[0].hit, "d": dup, "x": hit("x")}, factor=0.5)
     assert order(out) == [("a", 1.0)]
+
+
+def test_when_questions_and_time_expressions() -> None:
+    for q in (
+        "When did Caroline go to the support group?",
+        "how long has Omar been on leave?",
+        "What year did it ship?",
+    ):
+        assert is_when_question(q)
+    for q in ("What did Caroline paint?", "Who manages Search?", "Is it done since Monday?"):
+        assert not is_when_question(q)
+    assert has_time_expression("I went yesterday") and has_time_expression("we ship on the 3rd of May")
+    assert has_time_expression("back in 2022") and not has_time_expression("That sounds lovely, tell me more")
+
+
+def test_boost_time_expressions_only_in_a_when_question() -> None:
+    hits = [
+        RankedHit(Hit(c, f"d-{c}", f"h-{c}", None, t, NOW, "user", 0), s, s, MappingProxyType({}), MappingProxyType({}))
+        for c, t, s in (("a", "so proud of her", 1.0), ("b", "I went last week", 0.8), ("c", "fine", 0.5))
+    ]
+    out, n = boost_time_expressions(hits, "When did she go?", 1.3)
+    assert order(out) == [("b", 1.04), ("a", 1.0), ("c", 0.5)] and n == 1
+    assert dict(out[0].boosts) == {"when": 1.3}
+    same, n0 = boost_time_expressions(hits, "Where did she go?", 1.3)
+    assert order(same) == order(hits) and n0 == 0
