@@ -96,11 +96,12 @@ def register_batch_stage(
 
 
 VENDOR_PROBE_TEXT = "orgmem dependency probe"
+VENDOR_PROBES = frozenset({"embedding_vendor", "llm_vendor"})
 
 
 def dependency_watch(rt: Runtime, stage: str, clients: frozenset[ClientName] = frozenset()) -> DependencyWatch:
-    """The stage's probes of Postgres, the object store and the broker — and of the embedding vendor when
-    the stage embeds (``clients``) — registered on the runtime."""
+    """The stage's probes of Postgres, the object store and the broker — and of the embedding / LLM vendor
+    when the stage uses one (``clients``) — registered on the runtime."""
     s = rt.settings
     watch = rt.watches.get(stage)
     if watch is None:
@@ -112,7 +113,9 @@ def dependency_watch(rt: Runtime, stage: str, clients: frozenset[ClientName] = f
         if "embedder" in clients and rt.clients.embedder is not None:
             embedder = rt.clients.embedder
             probes["embedding_vendor"] = lambda: embedder.embed([VENDOR_PROBE_TEXT])
-        watch = DependencyWatch(stage, probes, max_delay=s.outage_max_delay_s, vendors=frozenset({"embedding_vendor"}))
+        if "llm_extractor" in clients and rt.clients.llm_extractor is not None:
+            probes["llm_vendor"] = rt.clients.llm_extractor.probe
+        watch = DependencyWatch(stage, probes, max_delay=s.outage_max_delay_s, vendors=VENDOR_PROBES)
         rt.watches[stage] = watch
     return watch
 

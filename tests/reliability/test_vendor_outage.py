@@ -1,15 +1,17 @@
-"""An embedding-vendor outage is not poison either: the embed stage probes the vendor (one tiny embedding
-call) when a batch fails with a vendor error after its budget. The vendor down → the stage pauses
-(``/readyz`` names ``embedding_vendor``) and resumes by itself, nothing dead-lettered; the vendor up but
-choking on one text → that chunk alone is dead-lettered, its neighbours get their vectors.
+"""A vendor outage is not poison either: the embed stage probes the embedding vendor (one tiny embedding
+call), the extract stage the LLM (a 1-token completion), when a batch fails with a vendor error after its
+budget. The vendor down → the stage pauses (``/readyz`` names ``embedding_vendor`` / ``llm_vendor``) and
+resumes by itself, nothing dead-lettered; the vendor up but choking on one text → that record alone is
+dead-lettered, its neighbours go through.
 
-The vendor is a local HTTP server speaking the OpenAI embeddings protocol, called by the real ``openai``
-client inside the real pipeline (Kafka, Postgres, S3 of the stack)."""
+The vendor is a local HTTP server speaking the OpenAI embeddings / chat protocol, called by the real
+``openai`` client inside the real pipeline (Kafka, Postgres, S3 of the stack)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,6 +48,24 @@ def vendor_app(state: dict[str, Any]) -> FastAPI:
         data = [{"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         return JSONResponse({"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        state["calls"] += 1
+        if state["down"]:
+            return JSONResponse({"error": {"message": "upstream unavailable"}}, status_code=503)
+        message = {"role": "assistant", "content": json.dumps({"links": []})}
+        return JSONResponse(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+            }
+        )
 
     return app
 
@@ -125,3 +145,38 @@ async def test_a_text_the_vendor_chokes_on_is_dead_lettered_alone(
     unembedded = "SELECT count(*) FROM chunks WHERE embedding IS NULL AND NOT is_parent AND text NOT LIKE $1"
     assert await fetchval(s, unembedded, f"%{POISON}%") == 0  # only the choking document lacks a vector
     assert not rt.watches["embed"].paused
+
+
+@pytest.mark.timeout(240)
+async def test_llm_down_pauses_the_extract_stage_and_it_resumes_without_dead_letters(
+    settings_factory: Any, pipeline: Any, vendor: tuple[str, dict[str, Any]]
+) -> None:
+    url, state = vendor
+    s: Settings = await settings_factory(
+        llm_base_url=f"{url}/v1", llm_api_key="test-key", retry_attempts=2, retry_base_delay_s=0.05
+    )
+    rt = await pipeline("ingest", "extract", settings_override=s)
+    watch = rt.watches["extract"]
+    assert "llm_vendor" in watch.vendors
+    g = principal()
+    state["down"] = True
+    docs = [
+        envelope(f"L/{i}", f"Dana Reyes leads project {i}.", principals=[g], event_time=later(i)) for i in range(12)
+    ]
+    await produce(s, *docs)
+
+    async def paused() -> bool:
+        return bool(watch.paused)
+
+    async def extracted() -> int:
+        return int(await fetchval(s, "SELECT count(*) FROM processed_events WHERE stage = 'extract'"))
+
+    await eventually(paused, timeout=120, interval=0.2)
+    assert watch.state()["down"] == ["llm_vendor"]
+    await asyncio.sleep(2.0)
+    assert watch.paused and await extracted() == 0
+    state["down"] = False
+    await eventually(extracted, until=lambda n: n >= 9, timeout=120, interval=0.5)
+    assert not watch.paused and watch.pauses >= 1
+    letters = await read_dead_letters(s, "extract") + await read_stored_letters(s, "extract")
+    assert letters == []
