@@ -4,10 +4,13 @@ Queries are asked the way ``../shared/tools/connector_eval.py`` asks them: the q
 ``as_of``), as a viewer holding the query's groups, ``split`` test by default. Scored separately on the first
 five conversations (tune) and the last five (report), as the README's LoCoMo tables are.
 
-    python bench/quality_ablation.py --reuse TAG --dataset ../shared/data/locomo --embedder bge \
-        --variants base,prf,autocut,lexical,dense,hybrid
+    python -m bench.quality_ablation --reuse TAG --dataset ../shared/data/locomo --embedder bge \
+        --variants base,nosecond,noauthor,noneighbour,nowhen,lexical,dense,hybrid [--dump DIR]
 
+(As a module from the checkout, so the checkout's ``retriever`` is imported, not an installed one.)
 Variants patch module-level knobs for the duration of one pass (documented in the README's ablation table).
+Access counting is frozen unless ``--record-access``: every retrieval raises the access boost of what it
+returned, so without it pass after pass would drift.
 """
 
 from __future__ import annotations
