@@ -25,7 +25,7 @@ from ingest import context as index_context
 from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
-from ingest.chunking import content_hash, plan_chunks
+from ingest.chunking import ChunkPlan, content_hash, plan_chunks
 from ingest.membership import apply_memberships, is_membership
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope, envelope_from_json
@@ -193,40 +193,34 @@ class IngestHandler:
                 if o.content_changed
             ],
         )
-        chunk_rows = []
+        # chunks of changed documents, each written once with its index context (ingest/context.py)
+        planned: dict[uuid.UUID, tuple[str, list[ChunkPlan]]] = {}
         for doc_id, (o, _) in content_docs.items():
             s = final[doc_id]
-            if s.deleted_at is not None:
-                continue
-            text = o.envelope.document.text if o.envelope.document else ""
-            plans = plan_chunks(text)
+            if s.deleted_at is None:
+                planned[doc_id] = (s.kind, plan_chunks(o.envelope.document.text if o.envelope.document else ""))
+        contexts = await index_context.planned_contexts(conn, planned)
+        chunk_rows = []
+        for doc_id, (_, plans) in planned.items():
+            s = final[doc_id]
             ids = {pl.ordinal: chunk_id(doc_id, s.current_version, pl.ordinal) for pl in plans}
             for pl in plans:
-                hashed = pl.content_hash if pl.is_parent else content_hash(embedding_input(s.title, pl.text))
+                ctx = None if pl.is_parent else contexts[(doc_id, pl.ordinal)]
+                hashed = (
+                    pl.content_hash
+                    if pl.is_parent
+                    else content_hash(embedding_input(s.title, index_context.indexed_text(ctx, pl.text)))
+                )
+                parent = None if pl.parent_ordinal is None else ids[pl.parent_ordinal]
                 chunk_rows.append(
-                    (
-                        ids[pl.ordinal],
-                        doc_id,
-                        s.workspace,
-                        None if pl.parent_ordinal is None else ids[pl.parent_ordinal],
-                        pl.is_parent,
-                        pl.ordinal,
-                        pl.start,
-                        pl.end,
-                        pl.text,
-                        s.title,
-                        hashed,
-                        list(s.principals),
-                        s.event_time,
-                        s.source_system,
-                        s.kind,
-                        s.author_person_id,
-                    )
+                    (ids[pl.ordinal], doc_id, parent, pl.is_parent, pl.ordinal, pl.start, pl.end, pl.text, hashed, ctx)
                 )
         await repo.replace_chunks(conn, list(content_docs), chunk_rows)
-        # index context (speaker, date, preceding message; section path): see ingest/context.py
+        # followers of changed messages and documents whose ACL or tombstone changed are re-indexed here
         reindexed = [*content_docs, *(o.after.id for o in outcomes if o.acl_changed or o.deleted_now)]
-        neighbours = await index_context.refresh(conn, list(dict.fromkeys(reindexed)), embedding_input)
+        neighbours = await index_context.refresh(
+            conn, list(dict.fromkeys(reindexed)), embedding_input, settled=planned.keys()
+        )
         await repo.carry_over_embeddings(conn, [*content_docs, *neighbours], self.embedding_model)
         await repo.sync_chunk_access(conn, list(final.values()))
         part_docs = [doc_id for doc_id, _ in content_docs.items()]
