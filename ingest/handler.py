@@ -106,8 +106,9 @@ class IngestHandler:
         conflicts: list[_Parsed] = []
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                touched = await self._apply(conn, parsed, written, conflicts)
-                events = await self._events(conn, touched)
+                pending: dict[uuid.UUID, list[uuid.UUID]] = {}
+                touched = await self._apply(conn, parsed, written, conflicts, pending)
+                events = await self._events(conn, touched, pending)
         except BaseException:
             if written:
                 await self._delete_blobs(written)
@@ -122,8 +123,15 @@ class IngestHandler:
         await self.publisher.send_many(events)
 
     async def _apply(
-        self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str], conflicts: list[_Parsed]
+        self,
+        conn: asyncpg.Connection,
+        parsed: list[_Parsed],
+        written: list[str],
+        conflicts: list[_Parsed],
+        pending: dict[uuid.UUID, list[uuid.UUID]],
     ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
+        """Apply the batch; ``pending`` receives the child chunks of the documents it re-chunked that need a
+        vector, possibly none (the others are read back by ``_events``)."""
         fresh, bound = await claim_envelopes(conn, [(str(p.env.envelope_id), p.digest) for p in parsed])
         new: list[_Parsed] = []
         taken: set[str] = set()  # an id is applied once per batch, by its first record
@@ -201,9 +209,11 @@ class IngestHandler:
                 planned[doc_id] = (s.kind, plan_chunks(o.envelope.document.text if o.envelope.document else ""))
         contexts = await index_context.planned_contexts(conn, planned)
         chunk_rows = []
+        children: dict[uuid.UUID, list[uuid.UUID]] = {}
         for doc_id, (_, plans) in planned.items():
             s = final[doc_id]
             ids = {pl.ordinal: chunk_id(doc_id, s.current_version, pl.ordinal) for pl in plans}
+            children[doc_id] = [ids[pl.ordinal] for pl in sorted(plans, key=lambda p: p.ordinal) if not pl.is_parent]
             for pl in plans:
                 ctx = None if pl.is_parent else contexts[(doc_id, pl.ordinal)]
                 hashed = (
@@ -215,14 +225,17 @@ class IngestHandler:
                 chunk_rows.append(
                     (ids[pl.ordinal], doc_id, parent, pl.is_parent, pl.ordinal, pl.start, pl.end, pl.text, hashed, ctx)
                 )
-        await repo.replace_chunks(conn, list(content_docs), chunk_rows)
+        carried = await repo.replace_chunks(conn, list(content_docs), chunk_rows, self.embedding_model)
         # followers of changed messages and documents whose ACL or tombstone changed are re-indexed here
         reindexed = [*content_docs, *(o.after.id for o in outcomes if o.acl_changed or o.deleted_now)]
         neighbours = await index_context.refresh(
             conn, list(dict.fromkeys(reindexed)), embedding_input, settled=planned.keys()
         )
-        await repo.carry_over_embeddings(conn, [*content_docs, *neighbours], self.embedding_model)
-        await repo.sync_chunk_access(conn, list(final.values()))
+        await repo.carry_over_embeddings(conn, neighbours, self.embedding_model)
+        # chunks inserted above already carry their document's access; the others follow it here
+        await repo.sync_chunk_access(conn, [s for s in final.values() if s.id not in planned])
+        for doc_id, kids in children.items():  # new children without a cached vector, in ordinal order
+            pending[doc_id] = [c for c in kids if c not in carried]
         part_docs = [doc_id for doc_id, _ in content_docs.items()]
         await repo.replace_participants(
             conn,
@@ -316,12 +329,17 @@ class IngestHandler:
         return roles, authors
 
     async def _events(
-        self, conn: asyncpg.Connection, touched: dict[uuid.UUID, tuple[DocState, DocumentChange]]
+        self,
+        conn: asyncpg.Connection,
+        touched: dict[uuid.UUID, tuple[DocState, DocumentChange]],
+        known: dict[uuid.UUID, list[uuid.UUID]],
     ) -> list[tuple[str, bytes, bytes | None, dict[str, str]]]:
+        """``known``: pending child chunks of the documents re-chunked in this transaction (see ``_apply``)."""
         if not touched:
             return []
         ids = list(touched)
-        pending = await repo.pending_chunks(conn, ids, self.embedding_model)
+        pending = dict(known)
+        pending.update(await repo.pending_chunks(conn, [d for d in ids if d not in known], self.embedding_model))
         participants = await repo.participant_ids(conn, ids)
         events: list[tuple[str, bytes, bytes | None, dict[str, str]]] = []
         for doc_id, (s, change) in touched.items():
@@ -340,7 +358,7 @@ class IngestHandler:
                 principals=list(s.principals),
             )
             events.append((self.documents_topic, ev.model_dump_json().encode(), key, {"x-event-type": "document"}))
-            if doc_id in pending and s.deleted_at is None:
+            if pending.get(doc_id) and s.deleted_at is None:
                 msg = ChunksToEmbed(
                     workspace=s.workspace,
                     document_id=doc_id,

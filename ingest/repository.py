@@ -101,31 +101,40 @@ CHUNK_TSV = (
 
 
 async def replace_chunks(
-    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], rows: Sequence[tuple[Any, ...]]
-) -> None:
+    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], rows: Sequence[tuple[Any, ...]], model: str
+) -> set[uuid.UUID]:
     """Drop the documents' chunks and insert ``rows`` (current version only) in one statement; workspace,
-    title, principals, event time, source, kind and author come from the document rows just saved.
+    title, principals, event time, source, kind and author come from the document rows just saved, and a
+    child whose embedded text is in the embedding cache under ``model`` gets its vector in the same insert.
+    Returns the ids of the children that got a cached vector.
 
     row: (id, document_id, parent_id, is_parent, ordinal, char_start, char_end, text, content_hash, index_context)
     """
     if doc_ids:
         await conn.execute("DELETE FROM chunks WHERE document_id = ANY($1::uuid[])", list(doc_ids))
-    if rows:
-        cols = list(zip(*rows, strict=True))
-        tsv = CHUNK_TSV.format(title="d.title", context="u.index_context", text="u.text")
-        await conn.execute(
-            "INSERT INTO chunks (id, document_id, workspace, parent_id, is_parent, ordinal, char_start, char_end,"
-            " text, title, content_hash, principals, event_time, source_system, kind, author_person_id,"
-            " index_context, tsv)"
-            " SELECT u.id, u.document_id, d.workspace, u.parent_id, u.is_parent, u.ordinal, u.char_start,"
-            " u.char_end, u.text, d.title, u.content_hash, d.principals, d.event_time, d.source_system, d.kind,"
-            f" d.author_person_id, u.index_context, CASE WHEN u.is_parent THEN NULL ELSE {tsv} END"
-            " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bool[], $5::int[], $6::int[], $7::int[],"
-            " $8::text[], $9::text[], $10::text[]) AS u(id, document_id, parent_id, is_parent, ordinal, char_start,"
-            " char_end, text, content_hash, index_context)"
-            " JOIN documents d ON d.id = u.document_id",
-            *(list(c) for c in cols),
-        )
+    if not rows:
+        return set()
+    cols = list(zip(*rows, strict=True))
+    tsv = CHUNK_TSV.format(title="d.title", context="u.index_context", text="u.text")
+    carried = await conn.fetch(
+        "WITH ins AS (INSERT INTO chunks (id, document_id, workspace, parent_id, is_parent, ordinal, char_start,"
+        " char_end, text, title, content_hash, principals, event_time, source_system, kind, author_person_id,"
+        " index_context, tsv, embedding, embedding_model)"
+        " SELECT u.id, u.document_id, d.workspace, u.parent_id, u.is_parent, u.ordinal, u.char_start,"
+        " u.char_end, u.text, d.title, u.content_hash, d.principals, d.event_time, d.source_system, d.kind,"
+        f" d.author_person_id, u.index_context, CASE WHEN u.is_parent THEN NULL ELSE {tsv} END,"
+        " ec.embedding, ec.embedding_model"
+        " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bool[], $5::int[], $6::int[], $7::int[],"
+        " $8::text[], $9::text[], $10::text[]) AS u(id, document_id, parent_id, is_parent, ordinal, char_start,"
+        " char_end, text, content_hash, index_context)"
+        " JOIN documents d ON d.id = u.document_id"
+        " LEFT JOIN embedding_cache ec ON NOT u.is_parent AND ec.content_hash = u.content_hash"
+        " AND ec.embedding_model = $11"
+        " RETURNING id, embedding_model) SELECT id FROM ins WHERE embedding_model IS NOT NULL",
+        *(list(c) for c in cols),
+        model,
+    )
+    return {r["id"] for r in carried}
 
 
 async def carry_over_embeddings(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], model: str) -> None:
@@ -158,11 +167,11 @@ async def pending_chunks(
 
 async def sync_chunk_access(conn: asyncpg.Connection, states: Sequence[DocState]) -> None:
     """Denormalise principals and tombstones from the documents' rows (just saved) onto their chunks."""
-    if states:
+    if states:  # driven by chunks_document (an unanalysed table would otherwise be scanned whole)
         await conn.execute(
             "UPDATE chunks c SET principals = d.principals, deleted = d.deleted_at IS NOT NULL FROM documents d"
-            " WHERE d.id = ANY($1::uuid[]) AND c.document_id = d.id AND (c.principals IS DISTINCT FROM d.principals"
-            " OR c.deleted IS DISTINCT FROM (d.deleted_at IS NOT NULL))",
+            " WHERE c.document_id = ANY($1::uuid[]) AND d.id = c.document_id"
+            " AND (c.principals IS DISTINCT FROM d.principals OR c.deleted <> (d.deleted_at IS NOT NULL))",
             [s.id for s in states],
         )
 
