@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import asyncpg
 
@@ -65,6 +65,15 @@ def _envelope_id(record: Record) -> str:
     return record.header("x-envelope-id") or ""
 
 
+@dataclass(slots=True)
+class _Written:
+    """What ``_apply`` wrote for the documents it re-chunked, so ``_events`` need not read it back: their child
+    chunks still waiting for a vector (ordinal order) and their participants (person id order)."""
+
+    pending: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
+    participants: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class _Parsed:
     record: Record
@@ -106,9 +115,9 @@ class IngestHandler:
         conflicts: list[_Parsed] = []
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                pending: dict[uuid.UUID, list[uuid.UUID]] = {}
-                touched = await self._apply(conn, parsed, written, conflicts, pending)
-                events = await self._events(conn, touched, pending)
+                known = _Written()
+                touched = await self._apply(conn, parsed, written, conflicts, known)
+                events = await self._events(conn, touched, known)
         except BaseException:
             if written:
                 await self._delete_blobs(written)
@@ -128,10 +137,9 @@ class IngestHandler:
         parsed: list[_Parsed],
         written: list[str],
         conflicts: list[_Parsed],
-        pending: dict[uuid.UUID, list[uuid.UUID]],
+        known: _Written,
     ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
-        """Apply the batch; ``pending`` receives the child chunks of the documents it re-chunked that need a
-        vector, possibly none (the others are read back by ``_events``)."""
+        """Apply the batch; ``known`` receives what it wrote for the documents it re-chunked."""
         fresh, bound = await claim_envelopes(conn, [(str(p.env.envelope_id), p.digest) for p in parsed])
         new: list[_Parsed] = []
         taken: set[str] = set()  # an id is applied once per batch, by its first record
@@ -235,13 +243,19 @@ class IngestHandler:
         # chunks inserted above already carry their document's access; the others follow it here
         await repo.sync_chunk_access(conn, [s for s in final.values() if s.id not in planned])
         for doc_id, kids in children.items():  # new children without a cached vector, in ordinal order
-            pending[doc_id] = [c for c in kids if c not in carried]
-        part_docs = [doc_id for doc_id, _ in content_docs.items()]
-        await repo.replace_participants(
-            conn,
-            part_docs,
-            [(doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])],
+            known.pending[doc_id] = [c for c in kids if c not in carried]
+        part_rows = list(
+            dict.fromkeys(
+                (doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])
+            )
         )
+        await repo.replace_participants(conn, list(content_docs), part_rows)
+        for doc_id in content_docs:  # as participant_ids reads them: one entry per (person, role) row
+            known.participants[doc_id] = []
+        for doc_id, pid, _ in part_rows:
+            known.participants[doc_id].append(pid)
+        for pids in known.participants.values():
+            pids.sort()
         await procedures.record_versions(
             conn,
             [
@@ -332,15 +346,17 @@ class IngestHandler:
         self,
         conn: asyncpg.Connection,
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]],
-        known: dict[uuid.UUID, list[uuid.UUID]],
+        known: _Written,
     ) -> list[tuple[str, bytes, bytes | None, dict[str, str]]]:
-        """``known``: pending child chunks of the documents re-chunked in this transaction (see ``_apply``)."""
+        """``known``: what ``_apply`` wrote for the documents it re-chunked; the rest is read here."""
         if not touched:
             return []
         ids = list(touched)
-        pending = dict(known)
-        pending.update(await repo.pending_chunks(conn, [d for d in ids if d not in known], self.embedding_model))
-        participants = await repo.participant_ids(conn, ids)
+        pending = dict(known.pending)
+        pending.update(await repo.pending_chunks(conn, [d for d in ids if d not in pending], self.embedding_model))
+        participants = dict(known.participants)
+        unknown = [d for d in ids if d not in participants]
+        participants.update(await repo.participant_ids(conn, unknown) if unknown else {})
         events: list[tuple[str, bytes, bytes | None, dict[str, str]]] = []
         for doc_id, (s, change) in touched.items():
             key = f"{s.workspace}/{s.source_system}/{s.external_id}".encode()
