@@ -78,7 +78,8 @@ class _Written:
 class _Parsed:
     record: Record
     env: ChangeEnvelope
-    digest: bytes = b""
+    digest: bytes
+    doc_id: uuid.UUID  # document_id(env.key), computed once
 
 
 class IngestHandler:
@@ -106,7 +107,7 @@ class IngestHandler:
         for record in records:
             try:
                 env = parse_envelope(record)
-                parsed.append(_Parsed(record, env, envelope_digest(env)))
+                parsed.append(_Parsed(record, env, envelope_digest(env), document_id(env.key)))
             except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
                 await self.dead_letters.send(record, exc)
         if not parsed:
@@ -156,13 +157,13 @@ class IngestHandler:
         await apply_memberships(conn, [p.env for p in new if is_membership(p.env)])
         parsed = [p for p in parsed if not is_membership(p.env)]
         new = [p for p in new if not is_membership(p.env)]
-        gone = await purged_through(conn, list({document_id(p.env.key) for p in new}))
+        gone = await purged_through(conn, list({p.doc_id for p in new}))
         if gone:  # retention purged these documents: a replayed (not newer) envelope stays out
-            kept = [p for p in new if not is_purged(gone, document_id(p.env.key), p.env.event_time)]
+            kept = [p for p in new if not is_purged(gone, p.doc_id, p.env.event_time)]
             if len(kept) < len(new):
                 log.info("skipped %d envelope(s) of documents purged by retention", len(new) - len(kept))
             new = kept
-        touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
+        touched_ids = list(dict.fromkeys(p.doc_id for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}
         for doc_id in touched_ids:  # redeliveries re-emit the current state
@@ -176,7 +177,7 @@ class IngestHandler:
 
         outcomes: list[Outcome] = []
         for i, p in enumerate(new):
-            doc_id = document_id(p.env.key)
+            doc_id = p.doc_id
             outcome = apply_envelope(
                 p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i), blob_key=PENDING_BLOB
             )
