@@ -12,6 +12,7 @@ import pytest
 from retriever import repository as sql
 from services.ops.replay import replay
 from services.settings import Settings
+from services.viewer import Principals
 from tests.integration.admin_helpers import ADMIN, api_client
 from tests.integration.helpers import connect, envelope, eventually, fetch, fetchval, later, principal, produce
 from tests.integration.test_index_context import in_thread
@@ -39,7 +40,7 @@ async def in_step(settings: Settings) -> list[Any]:
 async def lexical(settings: Settings, viewer: str, query: str) -> set[str]:
     conn = await connect(settings)
     try:
-        hits = await sql.lexical_arm(conn, sql.SearchScope("default", (viewer,)), query, 10, None)
+        hits = await sql.lexical_arm(conn, sql.SearchScope("default", Principals((viewer,))), query, 10, None)
         if not hits.ids:
             return set()
         rows = await conn.fetch(
