@@ -375,6 +375,13 @@ async def lexical_arm(
     return await bm25(conn, scope, terms, k, stats)
 
 
+def any_of(lexemes: Sequence[str]) -> str:
+    """A tsquery literal matching any of ``lexemes`` verbatim. Its input syntax does not re-parse them, as
+    ``to_tsquery`` would (which turned a compound lexeme such as ``sf-internal.slack.com/x`` into a phrase of
+    its parts, a slower GIN scan with rechecks)."""
+    return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in lexemes)
+
+
 def filtered(scope: SearchScope) -> bool:
     """Whether the scope narrows the viewer's chunks by more than the ACL (source, kind, time, people)."""
     return bool(
@@ -423,7 +430,7 @@ async def bm25(
     w = scope_where(scope, live=True)
     terms_arg = w.arg(terms, "::text[]")
     weights_arg = w.arg(tw, "::float8[]")
-    anyq = w.arg(" | ".join("'" + t.replace("'", "''") + "'" for t in generating))
+    anyq = w.arg(any_of(generating), "::tsquery")
     gen_arg = w.arg(generating, "::text[]")
     est_terms = w.arg(estimated, "::text[]")
     est_df = w.arg([stats.share(t) * visible if stats else 0.0 for t in estimated], "::float8[]")
@@ -433,7 +440,7 @@ async def bm25(
     k1, b = BM25_K1, BM25_B
     # chunk_lexemes (migration 0009): the narrow copy of the live child chunks' ACL, filters and tsvector
     rows = await conn.fetch(
-        f"WITH q AS (SELECT to_tsquery('simple', {anyq}) AS q),"
+        f"WITH q AS (SELECT {anyq} AS q),"
         f" cand AS MATERIALIZED (SELECT id, tsv, dl FROM chunk_lexemes, q WHERE tsv @@ q.q AND {w.sql()}"
         f"   ORDER BY ts_rank(tsv, q.q) DESC, id LIMIT {cap}),"
         # only the query's lexemes are unnested: setweight marks them A (everything else D) and ts_filter keeps
