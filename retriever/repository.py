@@ -419,13 +419,15 @@ async def bm25(
     k: int,
     stats: LexemeStats | None = None,
     weights: Sequence[float] | None = None,
+    candidates: int | None = None,
 ) -> LexicalResult:
     """BM25 of already normalised lexemes ``terms`` (see :func:`lexical_arm`); ``weights`` (default 1.0
     each) multiply each term's contribution — the expanded query of pseudo-relevance feedback."""
     terms = list(terms)
     tw = list(weights) if weights is not None else [1.0] * len(terms)
     visible = await visible_count(conn, scope, stats)
-    generating = rare_first(terms, stats, visible, BM25_CANDIDATES)
+    budget = BM25_CANDIDATES if candidates is None else candidates
+    generating = rare_first(terms, stats, visible, budget)
     estimated = [t for t in terms if t not in generating]
     w = scope_where(scope, live=True)
     terms_arg = w.arg(terms, "::text[]")
@@ -434,7 +436,7 @@ async def bm25(
     gen_arg = w.arg(generating, "::text[]")
     est_terms = w.arg(estimated, "::text[]")
     est_df = w.arg([stats.share(t) * visible if stats else 0.0 for t in estimated], "::float8[]")
-    cap = w.arg(BM25_CANDIDATES)
+    cap = w.arg(budget)
     n = w.arg(max(visible, 1))
     lim = w.arg(k)
     k1, b = BM25_K1, BM25_B
@@ -562,6 +564,9 @@ PRF_DOCS = 5
 PRF_TERMS = 8
 PRF_WEIGHT = 0.5
 PRF_MAX_SHARE = 0.02
+PRF_CANDIDATES = 2000
+"""Candidate budget of the feedback round (rare-term generation and cap); overlap@10 with both rounds exact at
+100k HERB chunks: 0.993 at 4,000, 0.981 at 2,000, 0.958 at 1,000 (60 queries; p50 91 / 76 / 62 ms, load 9)."""
 """RM3-style pseudo-relevance feedback on the lexical arm: the top ``PRF_DOCS`` hits' lexemes, weighted
 ``Σ_d p(d) · tf/dl · ln(1/share)``, at most ``PRF_TERMS`` of them (never a query term, a number, a lexeme of
 fewer than 3 letters or one in more than ``PRF_MAX_SHARE`` of the chunks), join the query at weight
@@ -622,6 +627,12 @@ async def lexical_arm_prf(
     if not extra:
         return first
     second = await bm25(
-        conn, scope, [*terms, *(t for t, _ in extra)], k, stats, [1.0] * len(terms) + [w for _, w in extra]
+        conn,
+        scope,
+        [*terms, *(t for t, _ in extra)],
+        k,
+        stats,
+        [1.0] * len(terms) + [w for _, w in extra],
+        None if stats is None else PRF_CANDIDATES,
     )
     return LexicalResult(second.ids, second.scores, f"{second.note} + prf {len(extra)} terms")
