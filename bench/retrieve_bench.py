@@ -408,7 +408,7 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
 
                 result["kafka_rpc"] = await measure(over_kafka, queries, args.concurrency)
         result["dense_recall"] = await dense_recall(rt, org, texts, rng)
-        if args.lexical_queries:
+        if getattr(args, "lexical_queries", 0):
             result["lexical_quality"] = await lexical_overlap(rt, org, texts, rng, args.lexical_queries)
         async with rt.pool.acquire() as conn:
             audits = await conn.fetch("SELECT diagnostics FROM retrieval_audit")
