@@ -356,7 +356,9 @@ async def lexical_arm(
     rare ones. Here the query is normalised by the same ``english`` configuration as the index
     (stemming, stopwords) and each candidate is scored
     ``sum idf(t) * tf(t) * (k1 + 1) / (tf(t) + k1 * (1 - b + b * dl / avgdl))`` with ``tf`` from the
-    tsvector positions, ``dl`` the number of lexemes and ``N`` the visible chunk count (capped).
+    tsvector positions, ``dl`` the number of lexemes and ``N`` the visible chunk count (:func:`visible_count`:
+    estimated from the principal statistics, or counted up to a cap). Chunks are read from ``chunk_lexemes``,
+    the narrow copy of the live child chunks (migration 0009).
 
     Candidates (GIN index) are the visible chunks matching the query's *rare* terms (``rare_first``
     over the planner's lexeme statistics ``stats``): a common word ("team", "meeting") alone cannot
