@@ -1,6 +1,6 @@
 """The embed stage inside the whole pipeline vs its model alone, on the same texts, in the same run.
 
-    .venv/bin/python bench/pipeline_bench.py [--provider local] [--events 1000] [--runs 1]
+    .venv/bin/python bench/pipeline_bench.py [--provider bge] [--events 1000] [--runs 1]
         [--dataset ../shared/data/locomo] [--stages all]
 
 What a new user feels after ``make up``: LoCoMo turns (or ``--events`` of them) are produced to a fresh namespace,
@@ -149,7 +149,7 @@ async def run(provider: str, dataset: Path, events: int | None, stages: list[str
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--provider", default="local")
+    ap.add_argument("--provider", default="bge", help="embedding provider (default: the product's, bge)")
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     ap.add_argument("--events", type=int, default=None, help="first N events of the dataset (default: all)")
     ap.add_argument("--stages", default="all", help="comma-separated stages, or all (as orgmem up)")
