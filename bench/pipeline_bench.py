@@ -83,7 +83,7 @@ async def _progress(settings: Settings, produced: int, timeout: float) -> dict[s
     raise TimeoutError(f"pipeline did not drain {produced} envelopes in {timeout}s")
 
 
-async def _standalone(settings: Settings, provider: str, runs: int) -> dict[str, float]:
+async def _standalone(settings: Settings, provider: str, runs: int, limit: int | None = None) -> dict[str, float]:
     """Chunks/s of the provider alone on the stage's texts, per onnxruntime thread count for ``bge``
     (the stage's setting, onnxruntime's default and 1 thread), else with the stage's settings."""
     pool = await create_pool(settings, min_size=1, max_size=1)
@@ -92,7 +92,7 @@ async def _standalone(settings: Settings, provider: str, runs: int) -> dict[str,
             rows = await conn.fetch("SELECT title, text FROM chunks WHERE NOT is_parent AND NOT deleted ORDER BY id")
     finally:
         await pool.close()
-    texts = [embedding_input(r["title"], r["text"]) for r in rows]
+    texts = [embedding_input(r["title"], r["text"]) for r in rows][:limit]
     stage_kwargs = provider_kwargs(settings)
     variants: dict[str, dict[str, Any]] = {"stage": stage_kwargs}
     if provider == "bge":  # keyed by thread count: the stage's own setting is one of them
@@ -116,7 +116,14 @@ async def _standalone(settings: Settings, provider: str, runs: int) -> dict[str,
     return out
 
 
-async def run(provider: str, dataset: Path, events: int | None, stages: list[str], runs: int) -> dict[str, Any]:
+async def run(
+    provider: str,
+    dataset: Path,
+    events: int | None,
+    stages: list[str],
+    runs: int,
+    standalone_texts: int | None = None,
+) -> dict[str, Any]:
     settings = await isolated_settings("pipe", embedding_provider=provider)
     envs = list(iter_envelopes(dataset, workspace="default", limit=events))
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
@@ -128,7 +135,7 @@ async def run(provider: str, dataset: Path, events: int | None, stages: list[str
             stage = await _progress(settings, len(envs), 1800)
         finally:
             await stop_runtime(rt)
-        alone = await _standalone(settings, provider, runs)
+        alone = await _standalone(settings, provider, runs, standalone_texts)
     finally:
         await drop(settings)
     return {
@@ -154,9 +161,10 @@ async def main() -> None:
     ap.add_argument("--events", type=int, default=None, help="first N events of the dataset (default: all)")
     ap.add_argument("--stages", default="all", help="comma-separated stages, or all (as orgmem up)")
     ap.add_argument("--runs", type=int, default=1, help="standalone timing runs (median)")
+    ap.add_argument("--standalone-texts", type=int, default=None, help="first N chunk texts for the yardstick")
     args = ap.parse_args()
     stages = available_stages() if args.stages == "all" else args.stages.split(",")
-    result = await run(args.provider, args.dataset, args.events, stages, args.runs)
+    result = await run(args.provider, args.dataset, args.events, stages, args.runs, args.standalone_texts)
     write_result("pipeline", {"benchmark": "pipeline", **result})
     print(json.dumps({"figure": "in_stage_over_standalone_embed", "value": result["in_stage_over_standalone"]}))
 
