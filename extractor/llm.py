@@ -7,9 +7,10 @@ Rules:
 - Budget: the workspace's budget (``PUT /v1/admin/budgets/{workspace}``, else ``daily_token_budget``)
   tokens per day, counted in ``spend``; a document whose windows would exceed it is extracted by the
   zero-LLM path only, and the refusal is recorded with its reason (``services.governance.budgets``).
-- Vendor failures: 5xx / 429 / timeouts / connection errors -> ``VendorError`` (retried, then
-  dead-lettered); other 4xx -> ``VendorRejectedError`` (dead letter). An unparseable reply is dropped
-  (logged). A failed call never yields a guessed fact.
+- Vendor failures: 5xx / 429 / timeouts / connection errors -> ``VendorError`` (retried; after the
+  budget the stage's watch calls ``probe`` — vendor down: the stage pauses until it answers again; vendor
+  up: the document is dead-lettered); other 4xx -> ``VendorRejectedError`` (dead letter). An unparseable
+  reply is dropped (logged). A failed call never yields a guessed fact.
 """
 
 from __future__ import annotations
@@ -72,6 +73,20 @@ class LlmExtractor:
         ]
         self._spend.clear()
         return rows
+
+    async def probe(self) -> None:
+        """Is the vendor answering? One 1-token completion (not counted against a workspace's budget).
+        Raises ``VendorError`` for what ``_window`` would retry (connection, timeout, 5xx, 429); any other
+        answer, even a 4xx, means the vendor is there."""
+        try:
+            await self.client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": "ping"}], max_tokens=1, temperature=0
+            )
+        except openai.APIConnectionError as exc:
+            raise VendorError(f"LLM probe failed: {exc}", model=self.model) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code == 429:
+                raise VendorError(f"LLM probe failed with HTTP {exc.status_code}", model=self.model) from exc
 
     async def extract(self, conn: asyncpg.Connection, workspace: str, text: str) -> list[ExtractedLink]:
         windows = split_windows(text, size=WINDOW, overlap=OVERLAP)

@@ -43,7 +43,7 @@ from retriever.client_errors import (
     error_for,
 )
 from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic
-from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
+from schemas.memory import ForgetRequest, ForgetResponse, RememberRequest, RememberResponse
 from schemas.tools import (
     RetrieveContextRequest,
     RetrieveContextResponse,
@@ -239,7 +239,7 @@ class OrgMemoryClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    # ---- memory writes (HTTP) -------------------------------------------------------------------------
+    # ---- memory writes (HTTP or Kafka request/reply; the server checks scope and throttles) -----------
     async def remember(
         self,
         request: RememberRequest | dict[str, Any],
@@ -248,13 +248,17 @@ class OrgMemoryClient:
         groups: Sequence[str] | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
     ) -> RememberResponse:
-        """Write a memory as ``principal_id`` (``POST /v1/memories``); idempotent per source event."""
+        """Write a memory as ``principal_id`` (``POST /v1/memories``, or the ``remember`` RPC tool);
+        idempotent per source event."""
         req = RememberRequest.model_validate(request)
-        self._require_http("remember")
         budget = timeout or self.timeout
+        if self.transport == "http":
+            return await self._retrying(
+                "remember",
+                lambda: self._http_call("POST", "/v1/memories", req, RememberResponse, principal_id, groups, budget),
+            )
         return await self._retrying(
-            "remember",
-            lambda: self._http_call("POST", "/v1/memories", req, RememberResponse, principal_id, groups, budget),
+            "remember", lambda: self._kafka_call("remember", req, RememberResponse, principal_id, groups or (), budget)
         )
 
     async def forget(
@@ -265,20 +269,18 @@ class OrgMemoryClient:
         workspace: str = "default",
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
     ) -> ForgetResponse:
-        """Tombstone a memory (``DELETE /v1/memories/{id}``); only its author (or an admin) may."""
-        self._require_http("forget")
+        """Tombstone a memory (``DELETE /v1/memories/{id}``, or the ``forget`` RPC tool); only its author
+        (or, over HTTP, an admin) may."""
         budget = timeout or self.timeout
-        path = f"/v1/memories/{memory_id}?workspace={workspace}"
-        return await self._retrying(
-            "forget", lambda: self._http_call("DELETE", path, None, ForgetResponse, principal_id, None, budget)
-        )
-
-    def _require_http(self, what: str) -> None:
-        if self.transport != "http":
-            raise ConfigurationError(
-                f"{what} goes through the HTTP API (scope checks, throttle); use OrgMemoryClient.http",
-                setting="transport",
+        if self.transport == "http":
+            path = f"/v1/memories/{memory_id}?workspace={workspace}"
+            return await self._retrying(
+                "forget", lambda: self._http_call("DELETE", path, None, ForgetResponse, principal_id, None, budget)
             )
+        req = ForgetRequest(memory_id=memory_id, workspace=workspace)
+        return await self._retrying(
+            "forget", lambda: self._kafka_call("forget", req, ForgetResponse, principal_id, (), budget)
+        )
 
     async def _http_call(
         self,
@@ -369,6 +371,7 @@ class OrgMemoryClient:
                 status=err.status if err else 500,
                 type=err.type if err else "error",
                 field=err.field if err else None,
+                retry_after_s=err.retry_after_s if err else None,
             )
         return model.model_validate(reply.result)
 

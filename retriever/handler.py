@@ -1,5 +1,10 @@
 """Retriever RPC handler: Kafka request/reply on ``<ns>.rpc.retrieve.v1`` (wiring: ``retriever/stage.py``).
 
+Tools: ``retrieve_context``, ``search_knowledge_base`` and the memory writes ``remember`` / ``forget``
+(the same ``MemoryService`` as ``/v1/memories`` and MCP: scope check against the viewer's groups, one
+throttle per process, 403/404/422/429 as structured error replies). The viewer is who the producing
+service says it acts for (the topic's ACLs authenticate the service); an RPC viewer is never an admin.
+
 Requests are independent: a batch runs concurrently (bounded by ``CONCURRENCY``) and every request
 gets exactly one reply on its ``reply_to`` topic — a result or a structured error
 (``{"ok": false, "error": {...}}``), including timeouts. A request without ``reply_to`` /
@@ -28,12 +33,15 @@ from retriever.rpc import (
     valid_reply_topic,
 )
 from retriever.service import RetrieverService
+from schemas.memory import ForgetRequest, RememberRequest
 from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
 from services.directory import directory_groups
 from services.errors import InvalidPayloadError, OrgMemoryError
+from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
+from services.memories import MemoryService, MemoryWriteError, caller_for
 from services.payload_errors import first_error
 from services.viewer import Viewer
 
@@ -56,8 +64,13 @@ class RpcHandler:
         dead_letters: DeadLetters,
         namespace: str,
         concurrency: int = CONCURRENCY,
+        *,
+        memories: MemoryService | None = None,
+        hierarchy: OrgHierarchy | None = None,
     ) -> None:
         self.service = service
+        self.memories = memories  # None: remember/forget answer 501
+        self.hierarchy = hierarchy or OrgHierarchy({})
         self.publisher = publisher
         self.dead_letters = dead_letters
         self.namespace = namespace
@@ -113,13 +126,26 @@ class RpcHandler:
             if rpc.tool == "retrieve_context":
                 req = RetrieveContextRequest.model_validate(rpc.request)
                 result = await asyncio.wait_for(self.service.retrieve_context(req, viewer), budget_s)
-            else:
+            elif rpc.tool == "search_knowledge_base":
                 kb = SearchKnowledgeBaseRequest.model_validate(rpc.request)
                 result = await asyncio.wait_for(self.service.search_knowledge_base(kb, viewer), budget_s)
+            else:
+                result = await asyncio.wait_for(self._memory_write(rpc.tool, rpc.request, viewer), budget_s)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc, "request."))
         except TimeoutError:
             return RpcReply(ok=False, error=RpcError(type="Timeout", message="deadline exceeded", status=504))
+        except MemoryWriteError as exc:
+            return RpcReply(
+                ok=False,
+                error=RpcError(
+                    type=type(exc).__name__,
+                    message=exc.message,
+                    status=exc.status,
+                    field=exc.field,
+                    retry_after_s=exc.retry_after_s,
+                ),
+            )
         except OrgMemoryError as exc:
             code, detail = error_status(exc)
             return RpcReply(
@@ -131,6 +157,15 @@ class RpcHandler:
             return RpcReply(ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500))
         self.served += 1
         return RpcReply(ok=True, result=result.model_dump(mode="json"))
+
+    async def _memory_write(self, tool: str, request: dict[str, object], viewer: Viewer) -> BaseModel:
+        if self.memories is None:
+            raise MemoryWriteError("memory writes are not served by this retriever", status=501, field="tool")
+        caller = caller_for(viewer, self.hierarchy, admin_door=False)
+        if tool == "remember":
+            return await self.memories.remember(RememberRequest.model_validate(request), caller)
+        forget = ForgetRequest.model_validate(request)
+        return await self.memories.forget(forget.memory_id, caller, workspace=forget.workspace)
 
     async def _reply(self, topic: str, cid: str, reply: RpcReply) -> None:
         try:

@@ -15,6 +15,7 @@ from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import from_consumer_records
 from services.kafka.topics import dlq_topic
+from services.memories import get_memory_service
 from services.runtime import Runtime
 from services.stagekit import Stage
 
@@ -22,7 +23,14 @@ MAX_RECORDS = 128
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
-    handler = RpcHandler(get_service(rt), rt.publisher, dead_letters, rt.settings.topic_namespace)
+    handler = RpcHandler(
+        get_service(rt),
+        rt.publisher,
+        dead_letters,
+        rt.settings.topic_namespace,
+        memories=get_memory_service(rt),
+        hierarchy=rt.hierarchy,
+    )
     handler.static_members = load_static_members(rt.settings.org_hierarchy_path)
     return handler
 

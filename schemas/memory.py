@@ -79,3 +79,11 @@ class ForgetResponse(BaseModel):
     topic: str
     partition: int
     offset: int
+
+
+class ForgetRequest(BaseModel):
+    """``forget`` as a tool call (MCP, Kafka request/reply); over HTTP it is ``DELETE /v1/memories/{id}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    memory_id: str = Field(description="the id remember returned")
+    workspace: Workspace = "default"

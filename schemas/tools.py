@@ -23,7 +23,7 @@ MAX_TOKENS = 100_000
 Mode = Literal["vector_first", "graph_first", "joint"]
 Grain = Literal["day", "month", "quarter", "year", "unknown"]
 Arms = Literal["full", "hybrid", "lexical", "dense"]
-Tool = Literal["retrieve_context", "search_knowledge_base"]
+Tool = Literal["retrieve_context", "search_knowledge_base", "remember", "forget"]
 _STORABLE = AfterValidator(storable_value)  # no NUL, no lone surrogate: what Postgres and UTF-8 can carry
 Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS), _STORABLE]
 Workspace = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
@@ -180,6 +180,7 @@ class RpcError(BaseModel):
     message: str
     status: int = 500
     field: str | None = None
+    retry_after_s: float | None = Field(default=None, description="with status 429: when to try again")
 
 
 class RpcReply(BaseModel):

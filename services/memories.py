@@ -19,15 +19,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import asyncpg
 
 from schemas.envelope import ChangeEnvelope
 from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
 from services.errors import OrgMemoryError
+from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher
 from services.metrics import MEMORY_WRITES
+from services.runtime import Runtime
 from services.throttle import Refusal, WriteThrottle
+from services.viewer import Viewer
 
 AGENT_SYSTEM = "agent"
 PRINCIPAL_NAMESPACE = "principal"
@@ -188,3 +192,33 @@ class MemoryService:
             partition=meta.partition,
             offset=meta.offset,
         )
+
+
+_SERVICES: WeakKeyDictionary[Runtime, MemoryService] = WeakKeyDictionary()
+
+
+def get_memory_service(rt: Runtime) -> MemoryService:
+    """The runtime's memory-write service, built on first use: one throttle per process, whichever door
+    (HTTP, MCP, Kafka request/reply) the write comes through."""
+    existing = _SERVICES.get(rt)
+    if existing is not None:
+        return existing
+    s = rt.settings
+    svc = MemoryService(
+        pool=rt.pool,
+        publisher=rt.publisher,
+        topic=s.topic("envelopes"),
+        throttle=WriteThrottle(cooldown_s=s.memory_write_cooldown_s, cap=s.memory_write_cap),
+    )
+    _SERVICES[rt] = svc
+    return svc
+
+
+def caller_for(viewer: Viewer, hierarchy: OrgHierarchy, *, admin_door: bool = True) -> Caller:
+    """The caller of a memory write: its user principal and every group it holds (hierarchy expanded).
+    ``admin_door=False`` (Kafka request/reply, where no API key names an admin) never grants admin."""
+    return Caller(viewer.principal_id, hierarchy.expand(viewer.principals), viewer.is_admin and admin_door)
+
+
+def caller_of(rt: Runtime, viewer: Viewer) -> Caller:
+    return caller_for(viewer, rt.hierarchy)

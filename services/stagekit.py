@@ -18,7 +18,7 @@ from services.kafka.app import subscribe_batch
 from services.kafka.deadletters import PgDeadLetterLedger
 from services.kafka.delivery import BatchHandler, DeadLetters
 from services.kafka.records import Record
-from services.kafka.watch import DependencyWatch
+from services.kafka.watch import DependencyWatch, Probe
 from services.metrics import STAGE_BATCH_SECONDS, STAGE_FAILED, STAGE_PROCESSED
 from services.runtime import ClientName, Runtime
 from services.settings import Settings
@@ -70,13 +70,14 @@ def register_batch_stage(
     build: Callable[[Runtime, DeadLetters], H],
     max_records: int,
     description: str,
+    clients: frozenset[ClientName] = frozenset(),
 ) -> H:
     """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``.
 
     The stage's dependency watch (outage vs poison, shown by ``/readyz``) is ``rt.watches[stage]``.
     """
     late = LateHandler()
-    watch = dependency_watch(rt, stage)
+    watch = dependency_watch(rt, stage, clients)
     dead_letters = subscribe_batch(
         rt.broker,
         rt.settings,
@@ -94,20 +95,27 @@ def register_batch_stage(
     return handler
 
 
-def dependency_watch(rt: Runtime, stage: str) -> DependencyWatch:
-    """The stage's probes of Postgres, the object store and the broker, registered on the runtime."""
+VENDOR_PROBE_TEXT = "orgmem dependency probe"
+VENDOR_PROBES = frozenset({"embedding_vendor", "llm_vendor"})
+
+
+def dependency_watch(rt: Runtime, stage: str, clients: frozenset[ClientName] = frozenset()) -> DependencyWatch:
+    """The stage's probes of Postgres, the object store and the broker — and of the embedding / LLM vendor
+    when the stage uses one (``clients``) — registered on the runtime."""
     s = rt.settings
     watch = rt.watches.get(stage)
     if watch is None:
-        watch = DependencyWatch(
-            stage,
-            {
-                "postgres": lambda: check_postgres(rt.pool),
-                "object_store": lambda: check_store(rt.store),
-                "kafka": lambda: check_kafka(s.kafka_bootstrap_servers),
-            },
-            max_delay=s.outage_max_delay_s,
-        )
+        probes: dict[str, Probe] = {
+            "postgres": lambda: check_postgres(rt.pool),
+            "object_store": lambda: check_store(rt.store),
+            "kafka": lambda: check_kafka(s.kafka_bootstrap_servers),
+        }
+        if "embedder" in clients and rt.clients.embedder is not None:
+            embedder = rt.clients.embedder
+            probes["embedding_vendor"] = lambda: embedder.embed([VENDOR_PROBE_TEXT])
+        if "llm_extractor" in clients and rt.clients.llm_extractor is not None:
+            probes["llm_vendor"] = rt.clients.llm_extractor.probe
+        watch = DependencyWatch(stage, probes, max_delay=s.outage_max_delay_s, vendors=VENDOR_PROBES)
         rt.watches[stage] = watch
     return watch
 
@@ -162,6 +170,7 @@ class Stage:
                 build=self.build_handler,
                 max_records=self.max_records(rt.settings),
                 description=self.description,
+                clients=self.clients,
             )
         self.declare_publishers(rt.broker, rt.settings)
         rt.handlers[self.name] = handler

@@ -41,15 +41,14 @@ from retriever.rpc import error_status
 from retriever.wiring import get_service
 from schemas.envelope import Principal
 from schemas.graph import DiffFactsRequest, QueryFactsRequest, QueryPathsRequest
-from schemas.memory import RememberRequest
+from schemas.memory import ForgetRequest, RememberRequest
 from schemas.procedures import SearchProceduralMemoryRequest
-from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest, Workspace
+from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest
 from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
 from services.api import graph, procedures, worldbuilder
 from services.api.auth import require_viewer
-from services.api.memories import caller_of, get_memory_service
 from services.errors import ConfigurationError, OrgMemoryError
-from services.memories import MemoryWriteError
+from services.memories import MemoryWriteError, caller_of, get_memory_service
 from services.metrics import RETRIEVALS
 from services.runtime import Runtime
 from services.viewer import Viewer
@@ -61,12 +60,6 @@ SNIPPET_CHARS = 400
 
 ViewerOf = Callable[[Context], Viewer]
 RuntimeOf = Callable[[], Runtime]
-
-
-class ForgetRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    memory_id: str = Field(description="the id remember returned")
-    workspace: Workspace = "default"
 
 
 # ---- text renderings (what a model reads) ---------------------------------------------------------

@@ -8,39 +8,16 @@ from __future__ import annotations
 
 import math
 from typing import Annotated
-from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
 from services.api.auth import require_viewer
-from services.memories import Caller, MemoryService, MemoryWriteError
+from services.memories import MemoryWriteError, caller_of, get_memory_service
 from services.runtime import Runtime
-from services.throttle import WriteThrottle
 from services.viewer import Viewer
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
-_SERVICES: WeakKeyDictionary[Runtime, MemoryService] = WeakKeyDictionary()
-
-
-def get_memory_service(rt: Runtime) -> MemoryService:
-    """The runtime's memory-write service (one throttle per process runtime); built on first use."""
-    existing = _SERVICES.get(rt)
-    if existing is not None:
-        return existing
-    s = rt.settings
-    svc = MemoryService(
-        pool=rt.pool,
-        publisher=rt.publisher,
-        topic=s.topic("envelopes"),
-        throttle=WriteThrottle(cooldown_s=s.memory_write_cooldown_s, cap=s.memory_write_cap),
-    )
-    _SERVICES[rt] = svc
-    return svc
-
-
-def caller_of(rt: Runtime, viewer: Viewer) -> Caller:
-    return Caller(viewer.principal_id, rt.hierarchy.expand(viewer.principals), viewer.is_admin)
 
 
 def http_error(exc: MemoryWriteError) -> HTTPException:

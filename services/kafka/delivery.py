@@ -11,8 +11,11 @@
      each failing record ends in the dead-letter topic with its reason — whatever its error class; an
      unexpected class is permanent once its budget is spent, never "retry forever". Permanent errors
      (``PermanentError``; Postgres refusing the data: SQLSTATE 22/23/54) skip the retries;
-  3. a vendor that stayed down for the whole budget dead-letters the batch (``VendorError``: no probe
-     can tell a vendor outage from a request the vendor chokes on; redrive once it is back);
+  3. a vendor error (``VendorError``: timeout, connection, 5xx, 429) that outlives the budget: when the
+     watch probes that vendor (the embed stage's embedder), a failing probe makes it an outage (case 1:
+     hold, resume by itself) and a passing probe makes it the data's (case 2: bisect, dead-letter the
+     record the vendor chokes on). A stage whose watch has no probe of the vendor dead-letters the batch
+     (redrive once it is back);
   4. without a watch (unit tests), a ``TransientError`` propagates and the subscriber rewinds.
 - Dead letters (``services.kafka.deadletters``) are idempotent per original position.
 """
@@ -139,8 +142,8 @@ async def run_batch(
             failure: Exception = exc
         if is_permanent(failure):
             break
-        if isinstance(failure, DEAD_LETTER_AFTER_RETRIES):
-            for record in records:  # the vendor stayed down for the whole budget
+        if isinstance(failure, DEAD_LETTER_AFTER_RETRIES) and (watch is None or not watch.vendors):
+            for record in records:  # the vendor stayed down for the whole budget and nothing probes it
                 await dead_letters.send(record, failure, attempts=attempts)
             return
         if watch is None:

@@ -1,6 +1,7 @@
 """Telling an infrastructure outage from a poison record, and waiting the outage out.
 
-A stage's ``DependencyWatch`` holds one probe per dependency it uses (Postgres, object store, broker).
+A stage's ``DependencyWatch`` holds one probe per dependency it uses (Postgres, object store, broker, and
+the embedding vendor for a stage that embeds: one tiny embedding call).
 When a batch fails after its retry budget the delivery layer asks the watch: if a probe fails, the failure
 is an outage, not the record's fault — the stage stops consuming (its handler does not return, so no
 offset moves), re-probes with capped, jittered backoff for as long as the dependency is down, and then
@@ -37,9 +38,12 @@ class DependencyWatch:
         base_delay: float = 0.5,
         max_delay: float = 5.0,
         probe_timeout: float = PROBE_TIMEOUT_S,
+        vendors: frozenset[str] = frozenset(),
     ) -> None:
         self.stage = stage
         self.probes = dict(probes)
+        # the probes (by name) that reach a vendor: a vendor error is then judged like any other outage
+        self.vendors = vendors & self.probes.keys()
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.probe_timeout = probe_timeout

@@ -62,7 +62,7 @@ async def replay(
     await rt.start()
     topic = chosen.input_topic(settings)
     dead_letters = DeadLetters(rt.publisher, dlq_topic(settings, stage), stage, ledger=PgDeadLetterLedger(rt.pool))
-    watch = dependency_watch(rt, stage)
+    watch = dependency_watch(rt, stage, chosen.clients)
     handler = chosen.build_handler(rt, dead_letters)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers,

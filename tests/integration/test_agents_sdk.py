@@ -89,3 +89,37 @@ async def test_sync_client_both_transports_and_memory(served: tuple[Settings, st
             return [d.metadata["external_id"] for d in r.invoke("quintrel")]
 
     assert (await asyncio.to_thread(sync_langchain))[:1] == ["team-1"]
+
+
+async def test_memory_writes_over_kafka_request_reply(served: tuple[Settings, str]) -> None:
+    """remember/forget as Kafka RPC tool calls: the same scope check, ACL and tombstone as over HTTP."""
+    settings, _ = served
+    mate, outsider = f"user:{uuid.uuid4()}", f"user:{uuid.uuid4()}"
+    async with OrgMemoryClient.kafka(settings.kafka_bootstrap_servers, namespace=settings.topic_namespace) as om:
+        with pytest.raises(ForbiddenError) as exc:
+            await om.remember({"text": "x", "scope": f"group:{T2}"}, principal_id=ALICE_P, groups=[TEAM])
+        assert exc.value.field == "scope" and exc.value.status == 403
+        with pytest.raises(InvalidRequestError) as bad:
+            await om.forget("not-a-uuid", principal_id=ALICE_P)
+        assert bad.value.field == "memory_id"
+        written = await om.remember(
+            {"text": "The glorbix migration is frozen until June.", "scope": TEAM, "source": {"event_id": "k1"}},
+            principal_id=ALICE_P,
+            groups=[TEAM],
+        )
+        assert written.principals == [TEAM] and written.topic == settings.topic("envelopes")
+
+        async def seen_by(pid: str, groups: list[str]) -> bool:
+            r = await om.retrieve_context({"query": "glorbix migration"}, principal_id=pid, groups=groups)
+            return any(p.external_id == written.memory_id for p in r.passages)
+
+        await eventually(lambda: seen_by(mate, [TEAM]), timeout=60, interval=0.5)
+        assert not await seen_by(outsider, [f"group:{T2}"])
+        with pytest.raises(ForbiddenError):
+            await om.forget(written.memory_id, principal_id=mate)
+        assert (await om.forget(written.memory_id, principal_id=ALICE_P)).forgotten
+
+        async def gone() -> bool:
+            return not await seen_by(mate, [TEAM])
+
+        await eventually(gone, timeout=60, interval=0.5)

@@ -93,3 +93,28 @@ async def test_vendor_errors_map_to_transient_and_permanent() -> None:
         await LlmExtractor(FakeClient(bad), model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT)
     garbled = FakeClient({"nope": 1})
     assert await LlmExtractor(garbled, model="m", registry=default_registry()).extract(FakeConn(), "w", TEXT) == []
+
+
+async def test_probe_is_down_only_for_what_extraction_would_retry() -> None:
+    req = httpx.Request("POST", "http://x")
+    calls: list[dict[str, Any]] = []
+
+    def client(exc: Exception | None) -> Any:
+        async def create(**kwargs: Any) -> Any:
+            calls.append(kwargs)
+            if exc is not None:
+                raise exc
+            return SimpleNamespace(choices=[])
+
+        return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+
+    down = openai.InternalServerError("boom", response=httpx.Response(503, request=req), body=None)  # type: ignore[arg-type]
+    limited = openai.RateLimitError("slow", response=httpx.Response(429, request=req), body=None)  # type: ignore[arg-type]
+    bad = openai.BadRequestError("no", response=httpx.Response(400, request=req), body=None)  # type: ignore[arg-type]
+    unreachable = openai.APIConnectionError(request=req)  # type: ignore[arg-type]
+    for exc in (down, limited, unreachable):
+        with pytest.raises(VendorError):
+            await LlmExtractor(client(exc), model="m", registry=default_registry()).probe()
+    await LlmExtractor(client(bad), model="m", registry=default_registry()).probe()  # it answers: it is up
+    await LlmExtractor(client(None), model="m", registry=default_registry()).probe()
+    assert all(c["max_tokens"] == 1 for c in calls) and len(calls) == 5

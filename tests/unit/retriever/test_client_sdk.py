@@ -23,8 +23,7 @@ from retriever.client import (
     ThrottledError,
 )
 from retriever.langchain import to_documents
-from schemas.tools import RetrieveContextResponse
-from services.errors import ConfigurationError
+from schemas.tools import RetrieveContextResponse, RpcError, RpcReply, RpcRequest
 
 USER = f"user:{uuid.uuid4()}"
 
@@ -122,9 +121,40 @@ async def test_remember_forget_requests() -> None:
     assert seen[0].headers["x-principal-id"] == USER and "x-principal-groups" not in seen[0].headers
     assert seen[1].method == "DELETE" and seen[1].url.path == f"/v1/memories/{mid}"
     assert seen[1].url.params["workspace"] == "ws"
-    kafka = OrgMemoryClient.kafka("127.0.0.1:1")
-    with pytest.raises(ConfigurationError):
-        await kafka.remember({"text": "x"}, principal_id=USER)
+
+
+async def test_memory_writes_over_kafka_are_rpc_tool_calls() -> None:
+    """Over Kafka, remember/forget are ``RpcRequest`` tool calls carrying the viewer; a structured 429
+    reply surfaces as ``ThrottledError`` with its retry time."""
+    sent: list[RpcRequest] = []
+    om = OrgMemoryClient.kafka("127.0.0.1:1", retries=0)
+
+    class Producer:
+        async def send_and_wait(self, topic: str, value: bytes, **_: Any) -> None:
+            rpc = RpcRequest.model_validate_json(value)
+            sent.append(rpc)
+            cid = next(iter(om._pending))
+            reply = RpcReply(
+                ok=False,
+                error=RpcError(
+                    type="MemoryWriteError",
+                    message="slow down",
+                    status=429,
+                    field="source.session_id",
+                    retry_after_s=4.5,
+                ),
+            )
+            om._pending[cid].set_result(reply)
+
+    om._producer = Producer()
+    with pytest.raises(ThrottledError) as exc:
+        await om.remember({"text": "note", "scope": "user"}, principal_id=USER, groups=["group:" + str(uuid.uuid4())])
+    assert exc.value.retry_after_s == 4.5 and exc.value.field == "source.session_id"
+    with pytest.raises(ThrottledError):
+        await om.forget(str(uuid.uuid4()), principal_id=USER, workspace="ws")
+    assert [r.tool for r in sent] == ["remember", "forget"]
+    assert sent[0].viewer.principal_id == USER and sent[0].request["text"] == "note"
+    assert sent[1].request["workspace"] == "ws" and sent[1].viewer.groups is None
 
 
 def test_langchain_documents_carry_citations() -> None:

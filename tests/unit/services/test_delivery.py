@@ -208,6 +208,73 @@ async def test_with_every_dependency_up_an_unclassified_error_of_one_record_is_i
     assert [h["x-dlq-original-offset"] for *_, h in pub.sent] == ["2"]
 
 
+def _vendor_watch(state: dict[str, bool]) -> DependencyWatch:
+    async def vendor() -> None:
+        if not state["vendor"]:
+            raise VendorError("embedding vendor 503")
+
+    return DependencyWatch(
+        "embed", {"embedding_vendor": vendor}, base_delay=0.005, max_delay=0.02, vendors=frozenset({"embedding_vendor"})
+    )
+
+
+async def test_a_vendor_outage_the_watch_probes_pauses_instead_of_dead_lettering() -> None:
+    state = {"vendor": False}
+    applied: list[int] = []
+
+    async def handler(records: Sequence[Record]) -> None:
+        if not state["vendor"]:
+            raise VendorError("503")
+        applied.extend(r.offset for r in records)
+
+    watch = _vendor_watch(state)
+    pub = FakePublisher()
+    task = asyncio.create_task(
+        run_batch(
+            batch(8, set()),
+            handler,
+            DeadLetters(pub, "dlq", "embed"),
+            attempts=2,
+            base_delay=0.001,
+            max_delay=0.002,
+            watch=watch,
+        )
+    )
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if watch.paused:
+            break
+    assert watch.paused and watch.state()["down"] == ["embedding_vendor"]
+    await asyncio.sleep(0.05)
+    assert not task.done() and pub.sent == []
+    state["vendor"] = True
+    await asyncio.wait_for(task, 5)
+    assert applied == list(range(8)) and pub.sent == [] and not watch.paused
+
+
+async def test_a_vendor_error_with_the_vendor_probe_passing_is_the_records_own() -> None:
+    """The vendor answers the probe but chokes on one text: that record is dead-lettered, its neighbours embed."""
+    applied: list[int] = []
+
+    async def handler(records: Sequence[Record]) -> None:
+        if any(r.value == b"poison" for r in records):
+            raise VendorError("500 on this input")
+        applied.extend(r.offset for r in records)
+
+    pub = FakePublisher()
+    await run_batch(
+        batch(6, {4}),
+        handler,
+        DeadLetters(pub, "dlq", "embed"),
+        attempts=2,
+        base_delay=0.001,
+        max_delay=0.002,
+        watch=_vendor_watch({"vendor": True}),
+    )
+    assert [h["x-dlq-original-offset"] for *_, h in pub.sent] == ["4"]
+    assert pub.sent[0][3]["x-dlq-error-class"] == "VendorError" and sorted(applied) == [0, 1, 2, 3, 5]
+
+
 async def test_an_infrastructure_error_the_probes_miss_holds_the_stage_until_it_works_again() -> None:
     """E.g. Postgres answering SELECT 1 but failing every statement with XX000 (a broken install)."""
     broken = {"on": True}
