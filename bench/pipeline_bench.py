@@ -46,8 +46,9 @@ if not DEFAULT_DATASET.exists():
     DEFAULT_DATASET = Path("/work/shared/data/locomo")
 
 
-async def _progress(settings: Settings, produced: int, timeout: float) -> dict[str, float]:
-    """Poll until all produced envelopes are ingested and every child chunk has a vector."""
+async def _progress(settings: Settings, produced: int, timeout: float, every: float = 0.25) -> dict[str, float]:
+    """Poll until all produced envelopes are ingested and every child chunk has a vector. Each poll scans the
+    namespace's chunks in the Postgres the stages use: polled too often it takes CPU from the stage it times."""
     began = time.perf_counter()
     first_vec: float | None = None
     first_n = 0
@@ -77,7 +78,7 @@ async def _progress(settings: Settings, produced: int, timeout: float) -> dict[s
                         "ingest_embed_seconds": round(now - began, 2),
                         "in_stage_chunks_per_s": round(rate, 1),
                     }
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(every)
     finally:
         await pool.close()
     raise TimeoutError(f"pipeline did not drain {produced} envelopes in {timeout}s")
@@ -132,7 +133,7 @@ async def run(
     try:
         rt = await start_runtime(settings, stages)
         try:
-            stage = await _progress(settings, len(envs), 1800)
+            stage = await _progress(settings, len(envs), 1800, float(os.environ.get("PIPELINE_POLL_S", "0.25")))
         finally:
             await stop_runtime(rt)
         alone = await _standalone(settings, provider, runs, standalone_texts)
