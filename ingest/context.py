@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 
-from ingest.chunking import content_hash
+from ingest.chunking import ChunkPlan, content_hash
 
 PREV_MESSAGES = 1
 PREV_WINDOW = timedelta(hours=24)
@@ -101,13 +101,14 @@ class _Chunk:
 
 
 async def _lock_threads(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]) -> None:
-    keys = await conn.fetch(
+    """One statement takes the documents' thread locks in key order (two workers never wait on each other in
+    opposite orders)."""
+    await conn.execute(
+        "SELECT count(pg_advisory_xact_lock(hashtextextended(t.k, 14))) FROM ("
         f"SELECT DISTINCT m.workspace || '/' || {_key('m')} AS k FROM documents m"
-        f" WHERE m.id = ANY($1::uuid[]) AND m.kind = 'message' AND {_key('m')} IS NOT NULL ORDER BY 1",
+        f" WHERE m.id = ANY($1::uuid[]) AND m.kind = 'message' AND {_key('m')} IS NOT NULL ORDER BY 1) t",
         list(doc_ids),
     )
-    for r in keys:  # sorted: two workers never wait on each other in opposite orders
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 14))", r["k"])
 
 
 async def _followers(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
@@ -138,7 +139,12 @@ async def _followers(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]) -> 
     return [r["id"] for r in rows]
 
 
-async def _message_contexts(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+async def _message_contexts(
+    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], bodies: Mapping[uuid.UUID, str] | None = None
+) -> dict[uuid.UUID, str]:
+    """Context of each live message in ``doc_ids``. ``bodies`` gives the child text (joined by a space, as the
+    stored chunks would give it) of documents whose chunks are about to be written in this transaction."""
+    bodies = bodies or {}
     rows = await conn.fetch(
         f"""
         SELECT t.id, t.event_time, pa.display_name AS speaker,
@@ -150,9 +156,10 @@ async def _message_contexts(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUI
         LEFT JOIN people pa ON pa.id = t.author_person_id
         LEFT JOIN LATERAL (
             SELECT d.id, d.event_time, pd.display_name AS speaker,
-                   left((SELECT string_agg(c.text, ' ' ORDER BY c.ordinal) FROM chunks c
-                          WHERE c.document_id = d.id AND NOT c.is_parent), {PREV_CHARS}) AS body
+                   left(coalesce(nb.body, (SELECT string_agg(c.text, ' ' ORDER BY c.ordinal) FROM chunks c
+                          WHERE c.document_id = d.id AND NOT c.is_parent)), {PREV_CHARS}) AS body
             FROM documents d LEFT JOIN people pd ON pd.id = d.author_person_id
+            LEFT JOIN unnest($4::uuid[], $5::text[]) AS nb(id, body) ON nb.id = d.id
             WHERE d.workspace = t.workspace AND {_key("t")} IS NOT NULL AND {_key("d")} = {_key("t")}
               AND d.kind = 'message' AND d.deleted_at IS NULL AND d.id <> t.id
               AND (d.event_time, d.id) < (t.event_time, t.id) AND d.event_time >= t.event_time - $2::interval
@@ -165,6 +172,8 @@ async def _message_contexts(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUI
         list(doc_ids),
         PREV_WINDOW,
         PREV_MESSAGES,
+        list(bodies),
+        list(bodies.values()),
     )
     return {
         r["id"]: message_context(
@@ -196,22 +205,62 @@ async def _document_contexts(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UU
     return out
 
 
+async def planned_contexts(
+    conn: asyncpg.Connection, docs: Mapping[uuid.UUID, tuple[str, Sequence[ChunkPlan]]]
+) -> dict[tuple[uuid.UUID, int], str | None]:
+    """The index context of every child chunk planned for ``docs`` (document id → (kind, its new chunk plans)),
+    computed before the chunks are written, so each is inserted once with its final ``tsv`` and hash.
+
+    It is the value :func:`refresh` computes once the chunks are stored: the documents' rows are already saved,
+    and a preceding message planned in the same batch contributes its planned children's text (the old chunks
+    of ``docs`` are replaced in this transaction). Returns ``(document id, ordinal) → context``.
+    """
+    children = {
+        d: sorted((p for p in plans if not p.is_parent), key=lambda p: p.ordinal) for d, (_, plans) in docs.items()
+    }
+    messages = [d for d, (kind, _) in docs.items() if kind == "message"]
+    ctx: dict[uuid.UUID, str] = {}
+    if messages:
+        await _lock_threads(conn, messages)
+        ctx = await _message_contexts(conn, messages, {d: " ".join(p.text for p in children[d]) for d in messages})
+    out: dict[tuple[uuid.UUID, int], str | None] = {}
+    for doc_id, (kind, plans) in docs.items():
+        kids = children[doc_id]
+        if kind == "message":
+            paths: list[str | None] = [ctx.get(doc_id)] * len(kids)
+        else:
+            parents = sorted((p.start, p.text) for p in plans if p.is_parent)
+            paths = section_paths(parents, [p.start for p in kids])
+        out.update(((doc_id, p.ordinal), path) for p, path in zip(kids, paths, strict=True))
+    return out
+
+
 async def refresh(
-    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], hash_input: Callable[[str | None, str], str]
+    conn: asyncpg.Connection,
+    doc_ids: Sequence[uuid.UUID],
+    hash_input: Callable[[str | None, str], str],
+    *,
+    settled: Collection[uuid.UUID] = (),
 ) -> list[uuid.UUID]:
     """(Re)compute the index context of ``doc_ids``' child chunks and of their thread followers.
 
     ``hash_input(title, text)`` is the embedding input function. Only chunks whose context really changed
     are rewritten (new ``tsv``, ``content_hash``, vector cleared for the embedder). Returns the documents
     outside ``doc_ids`` whose chunks were re-indexed (their chunks must be announced for embedding).
+    ``settled``: documents of ``doc_ids`` whose chunks were just written with the context of
+    :func:`planned_contexts` (their followers are still re-indexed; they themselves are not recomputed).
     """
     if not doc_ids:
         return []
     await _lock_threads(conn, doc_ids)
     followers = [d for d in await _followers(conn, doc_ids) if d not in set(doc_ids)]
-    targets = list(dict.fromkeys([*doc_ids, *followers]))
     if followers:
         await _lock_threads(conn, followers)  # same threads: already held (re-entrant), cheap
+    done = set(settled)
+    doc_ids = [d for d in doc_ids if d not in done]
+    targets = list(dict.fromkeys([*doc_ids, *followers]))
+    if not targets:
+        return []
     msg = await _message_contexts(conn, targets)
     docs = await _document_contexts(conn, doc_ids)
     rows = await conn.fetch(

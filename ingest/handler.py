@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import asyncpg
 
@@ -25,7 +25,7 @@ from ingest import context as index_context
 from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
-from ingest.chunking import content_hash, plan_chunks
+from ingest.chunking import ChunkPlan, content_hash, plan_chunks
 from ingest.membership import apply_memberships, is_membership
 from ingest.people import PersonInput, person_input, resolve_people
 from schemas.envelope import ChangeEnvelope, envelope_from_json
@@ -65,11 +65,21 @@ def _envelope_id(record: Record) -> str:
     return record.header("x-envelope-id") or ""
 
 
+@dataclass(slots=True)
+class _Written:
+    """What ``_apply`` wrote for the documents it re-chunked, so ``_events`` need not read it back: their child
+    chunks still waiting for a vector (ordinal order) and their participants (person id order)."""
+
+    pending: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
+    participants: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class _Parsed:
     record: Record
     env: ChangeEnvelope
-    digest: bytes = b""
+    digest: bytes
+    doc_id: uuid.UUID  # document_id(env.key), computed once
 
 
 class IngestHandler:
@@ -97,7 +107,7 @@ class IngestHandler:
         for record in records:
             try:
                 env = parse_envelope(record)
-                parsed.append(_Parsed(record, env, envelope_digest(env)))
+                parsed.append(_Parsed(record, env, envelope_digest(env), document_id(env.key)))
             except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
                 await self.dead_letters.send(record, exc)
         if not parsed:
@@ -106,8 +116,9 @@ class IngestHandler:
         conflicts: list[_Parsed] = []
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                touched = await self._apply(conn, parsed, written, conflicts)
-                events = await self._events(conn, touched)
+                known = _Written()
+                touched = await self._apply(conn, parsed, written, conflicts, known)
+                events = await self._events(conn, touched, known)
         except BaseException:
             if written:
                 await self._delete_blobs(written)
@@ -122,8 +133,14 @@ class IngestHandler:
         await self.publisher.send_many(events)
 
     async def _apply(
-        self, conn: asyncpg.Connection, parsed: list[_Parsed], written: list[str], conflicts: list[_Parsed]
+        self,
+        conn: asyncpg.Connection,
+        parsed: list[_Parsed],
+        written: list[str],
+        conflicts: list[_Parsed],
+        known: _Written,
     ) -> dict[uuid.UUID, tuple[DocState, DocumentChange]]:
+        """Apply the batch; ``known`` receives what it wrote for the documents it re-chunked."""
         fresh, bound = await claim_envelopes(conn, [(str(p.env.envelope_id), p.digest) for p in parsed])
         new: list[_Parsed] = []
         taken: set[str] = set()  # an id is applied once per batch, by its first record
@@ -140,13 +157,13 @@ class IngestHandler:
         await apply_memberships(conn, [p.env for p in new if is_membership(p.env)])
         parsed = [p for p in parsed if not is_membership(p.env)]
         new = [p for p in new if not is_membership(p.env)]
-        gone = await purged_through(conn, list({document_id(p.env.key) for p in new}))
+        gone = await purged_through(conn, list({p.doc_id for p in new}))
         if gone:  # retention purged these documents: a replayed (not newer) envelope stays out
-            kept = [p for p in new if not is_purged(gone, document_id(p.env.key), p.env.event_time)]
+            kept = [p for p in new if not is_purged(gone, p.doc_id, p.env.event_time)]
             if len(kept) < len(new):
                 log.info("skipped %d envelope(s) of documents purged by retention", len(new) - len(kept))
             new = kept
-        touched_ids = list(dict.fromkeys(document_id(p.env.key) for p in parsed))
+        touched_ids = list(dict.fromkeys(p.doc_id for p in parsed))
         states = await repo.load_states(conn, touched_ids)
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]] = {}
         for doc_id in touched_ids:  # redeliveries re-emit the current state
@@ -160,7 +177,7 @@ class IngestHandler:
 
         outcomes: list[Outcome] = []
         for i, p in enumerate(new):
-            doc_id = document_id(p.env.key)
+            doc_id = p.doc_id
             outcome = apply_envelope(
                 p.env, states.get(doc_id), doc_id, author_person_id=authors.get(i), blob_key=PENDING_BLOB
             )
@@ -193,48 +210,53 @@ class IngestHandler:
                 if o.content_changed
             ],
         )
-        chunk_rows = []
+        # chunks of changed documents, each written once with its index context (ingest/context.py)
+        planned: dict[uuid.UUID, tuple[str, list[ChunkPlan]]] = {}
         for doc_id, (o, _) in content_docs.items():
             s = final[doc_id]
-            if s.deleted_at is not None:
-                continue
-            text = o.envelope.document.text if o.envelope.document else ""
-            plans = plan_chunks(text)
+            if s.deleted_at is None:
+                planned[doc_id] = (s.kind, plan_chunks(o.envelope.document.text if o.envelope.document else ""))
+        contexts = await index_context.planned_contexts(conn, planned)
+        chunk_rows = []
+        children: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for doc_id, (_, plans) in planned.items():
+            s = final[doc_id]
             ids = {pl.ordinal: chunk_id(doc_id, s.current_version, pl.ordinal) for pl in plans}
+            children[doc_id] = [ids[pl.ordinal] for pl in sorted(plans, key=lambda p: p.ordinal) if not pl.is_parent]
             for pl in plans:
-                hashed = pl.content_hash if pl.is_parent else content_hash(embedding_input(s.title, pl.text))
-                chunk_rows.append(
-                    (
-                        ids[pl.ordinal],
-                        doc_id,
-                        s.workspace,
-                        None if pl.parent_ordinal is None else ids[pl.parent_ordinal],
-                        pl.is_parent,
-                        pl.ordinal,
-                        pl.start,
-                        pl.end,
-                        pl.text,
-                        s.title,
-                        hashed,
-                        list(s.principals),
-                        s.event_time,
-                        s.source_system,
-                        s.kind,
-                        s.author_person_id,
-                    )
+                ctx = None if pl.is_parent else contexts[(doc_id, pl.ordinal)]
+                hashed = (
+                    pl.content_hash
+                    if pl.is_parent
+                    else content_hash(embedding_input(s.title, index_context.indexed_text(ctx, pl.text)))
                 )
-        await repo.replace_chunks(conn, list(content_docs), chunk_rows)
-        # index context (speaker, date, preceding message; section path): see ingest/context.py
+                parent = None if pl.parent_ordinal is None else ids[pl.parent_ordinal]
+                chunk_rows.append(
+                    (ids[pl.ordinal], doc_id, parent, pl.is_parent, pl.ordinal, pl.start, pl.end, pl.text, hashed, ctx)
+                )
+        carried = await repo.replace_chunks(conn, list(content_docs), chunk_rows, self.embedding_model)
+        # followers of changed messages and documents whose ACL or tombstone changed are re-indexed here
         reindexed = [*content_docs, *(o.after.id for o in outcomes if o.acl_changed or o.deleted_now)]
-        neighbours = await index_context.refresh(conn, list(dict.fromkeys(reindexed)), embedding_input)
-        await repo.carry_over_embeddings(conn, [*content_docs, *neighbours], self.embedding_model)
-        await repo.sync_chunk_access(conn, list(final.values()))
-        part_docs = [doc_id for doc_id, _ in content_docs.items()]
-        await repo.replace_participants(
-            conn,
-            part_docs,
-            [(doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])],
+        neighbours = await index_context.refresh(
+            conn, list(dict.fromkeys(reindexed)), embedding_input, settled=planned.keys()
         )
+        await repo.carry_over_embeddings(conn, neighbours, self.embedding_model)
+        # chunks inserted above already carry their document's access; the others follow it here
+        await repo.sync_chunk_access(conn, [s for s in final.values() if s.id not in planned])
+        for doc_id, kids in children.items():  # new children without a cached vector, in ordinal order
+            known.pending[doc_id] = [c for c in kids if c not in carried]
+        part_rows = list(
+            dict.fromkeys(
+                (doc_id, pid, role) for doc_id, (_, i) in content_docs.items() for pid, role in roles.get(i, [])
+            )
+        )
+        await repo.replace_participants(conn, list(content_docs), part_rows)
+        for doc_id in content_docs:  # as participant_ids reads them: one entry per (person, role) row
+            known.participants[doc_id] = []
+        for doc_id, pid, _ in part_rows:
+            known.participants[doc_id].append(pid)
+        for pids in known.participants.values():
+            pids.sort()
         await procedures.record_versions(
             conn,
             [
@@ -322,13 +344,20 @@ class IngestHandler:
         return roles, authors
 
     async def _events(
-        self, conn: asyncpg.Connection, touched: dict[uuid.UUID, tuple[DocState, DocumentChange]]
+        self,
+        conn: asyncpg.Connection,
+        touched: dict[uuid.UUID, tuple[DocState, DocumentChange]],
+        known: _Written,
     ) -> list[tuple[str, bytes, bytes | None, dict[str, str]]]:
+        """``known``: what ``_apply`` wrote for the documents it re-chunked; the rest is read here."""
         if not touched:
             return []
         ids = list(touched)
-        pending = await repo.pending_chunks(conn, ids, self.embedding_model)
-        participants = await repo.participant_ids(conn, ids)
+        pending = dict(known.pending)
+        pending.update(await repo.pending_chunks(conn, [d for d in ids if d not in pending], self.embedding_model))
+        participants = dict(known.participants)
+        unknown = [d for d in ids if d not in participants]
+        participants.update(await repo.participant_ids(conn, unknown) if unknown else {})
         events: list[tuple[str, bytes, bytes | None, dict[str, str]]] = []
         for doc_id, (s, change) in touched.items():
             key = f"{s.workspace}/{s.source_system}/{s.external_id}".encode()
@@ -346,7 +375,7 @@ class IngestHandler:
                 principals=list(s.principals),
             )
             events.append((self.documents_topic, ev.model_dump_json().encode(), key, {"x-event-type": "document"}))
-            if doc_id in pending and s.deleted_at is None:
+            if pending.get(doc_id) and s.deleted_at is None:
                 msg = ChunksToEmbed(
                     workspace=s.workspace,
                     document_id=doc_id,

@@ -9,7 +9,6 @@ row. An ACL change older than the applied one is rejected by last-writer-wins an
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,8 +23,9 @@ SELECT s.id,
             ELSE COALESCE(s.acl_event_time, s.event_time) END,
        CASE WHEN s.deleted_at IS NOT NULL THEN '{}'::text[] ELSE s.principals END,
        s.deleted_at IS NOT NULL
-FROM jsonb_to_recordset($1::jsonb)
-     AS s(id uuid, principals text[], acl_event_time timestamptz, event_time timestamptz, deleted_at timestamptz)
+FROM (SELECT u.id, string_to_array(u.principals, ',') AS principals, u.acl_event_time, u.event_time, u.deleted_at
+      FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::timestamptz[])
+           AS u(id, principals, acl_event_time, event_time, deleted_at)) AS s
 LEFT JOIN LATERAL (
     SELECT h.principals, h.deleted FROM acl_history h WHERE h.document_id = s.id
     ORDER BY h.valid_from DESC, h.recorded_at DESC LIMIT 1
@@ -37,10 +37,6 @@ ON CONFLICT (document_id, valid_from, deleted) DO UPDATE SET principals = EXCLUD
 """
 
 
-def _iso(t: datetime | None) -> str | None:
-    return None if t is None else t.isoformat()
-
-
 async def record_acl_states(
     conn: asyncpg.Connection,
     states: Sequence[tuple[uuid.UUID, Sequence[str], datetime | None, datetime, datetime | None]],
@@ -48,14 +44,12 @@ async def record_acl_states(
     """states: (document id, principals, acl_event_time, event_time, deleted_at) as just written."""
     if not states:
         return
-    payload = [
-        {
-            "id": str(doc_id),
-            "principals": sorted(principals),
-            "acl_event_time": _iso(acl_time),
-            "event_time": _iso(event_time),
-            "deleted_at": _iso(deleted_at),
-        }
-        for doc_id, principals, acl_time, event_time, deleted_at in states
-    ]
-    await conn.execute(RECORD, json.dumps(payload))
+    # principals travel comma-joined (``user:<uuid>`` / ``group:<uuid>`` hold no comma): one array per column
+    await conn.execute(
+        RECORD,
+        [s[0] for s in states],
+        [",".join(sorted(s[1])) for s in states],
+        [s[2] for s in states],
+        [s[3] for s in states],
+        [s[4] for s in states],
+    )

@@ -93,19 +93,20 @@ async def replay(
         active = {tp for tp in tps if starts[tp] < ends[tp]}
         while active:
             batch = await consumer.getmany(*active, timeout_ms=1000, max_records=batch_size)
-            for tp, msgs in batch.items():
-                records = [r for r in from_consumer_records(msgs) if r.offset < ends[tp]]
-                if records:
-                    await run_batch(
-                        records,
-                        handler,
-                        dead_letters,
-                        attempts=settings.retry_attempts,
-                        base_delay=settings.retry_base_delay_s,
-                        max_delay=settings.retry_max_delay_s,
-                        watch=watch,
-                    )
-                    done += len(records)
+            # one handler call per poll, as the live subscriber does: a document's records all sit in one
+            # partition, so joining the partitions' lists keeps every document's log order
+            records = [r for tp, msgs in batch.items() for r in from_consumer_records(msgs) if r.offset < ends[tp]]
+            if records:
+                await run_batch(
+                    records,
+                    handler,
+                    dead_letters,
+                    attempts=settings.retry_attempts,
+                    base_delay=settings.retry_base_delay_s,
+                    max_delay=settings.retry_max_delay_s,
+                    watch=watch,
+                )
+                done += len(records)
             for tp in list(active):
                 if await consumer.position(tp) >= ends[tp]:
                     active.discard(tp)

@@ -168,3 +168,48 @@ def test_nesting_between_the_parsers_limits_is_one_answer(depth: int) -> None:
             parse_envelope(record(raw))
     else:
         assert parse_envelope(record(out.model_dump_json().encode())) == out
+
+
+def _one_pass_or_none(raw: bytes) -> ChangeEnvelope | None:
+    from schemas.envelope import _plain_envelope
+
+    return _plain_envelope(raw)
+
+
+@FUZZ
+@given(envelopes(), st.booleans())
+def test_the_one_pass_parse_gives_the_door_answer_or_steps_aside(body: dict[str, Any], compact: bool) -> None:
+    """``envelope_from_json`` parses plain text in one pass; it must accept exactly what the door accepts,
+    as the same envelope, and leave every refusal (and every text it cannot vouch for) to the full path."""
+    raw = json.dumps(body, ensure_ascii=False, separators=(",", ":") if compact else None).encode("utf-8", "replace")
+    fast = _one_pass_or_none(raw)
+    out = door(raw)
+    if isinstance(out, Rejected):
+        assert fast is None, out
+    elif fast is not None:
+        assert fast == out and fast.model_dump_json() == out.model_dump_json()
+    assert (envelope_from_json(raw) == out) if not isinstance(out, Rejected) else True
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        dumps(base(structured_fields={"n": 1})).replace(b'{"n": 1}', b'{"n": NaN}'),
+        dumps(base(structured_fields={"n": 1})).replace(b'{"n": 1}', b'{"n": 1e999}'),
+        dumps(base(structured_fields={"n": 1})).replace(b'{"n": 1}', b'{"n": ' + b"9" * 400 + b".0}"),
+        dumps(base(document={"kind": "message", "text": "a\x00b"})),
+        dumps(base(document={"kind": "message", "text": "a\ud800b"})),
+        dumps(base(structured_fields=nested(33))),
+    ],
+)
+def test_the_one_pass_parse_steps_aside_for_what_only_the_full_path_refuses(raw: bytes) -> None:
+    assert _one_pass_or_none(raw) is None
+    assert isinstance(door(raw), Rejected)
+    with pytest.raises(InvalidPayloadError):
+        parse_envelope(record(raw))
+
+
+def test_the_one_pass_parse_takes_what_the_producer_writes() -> None:
+    env = validate_envelope(base(structured_fields={"title": "CTO", "n": 1.5}))
+    produced = env.model_dump_json().encode()
+    assert _one_pass_or_none(produced) == env  # the common case really is one pass
