@@ -340,6 +340,34 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
     return out
 
 
+async def lexical_overlap(rt: Any, org: Org, texts: list[str], rng: random.Random, n: int) -> dict[str, Any]:
+    """overlap@10 of the production lexical arm (rare-term candidates over ``chunk_lexemes``, planner statistics)
+    with exact BM25 (every term generates, every df counted) for ``n`` queries, and both arms' latency."""
+    svc = get_service(rt)
+    overlap: list[float] = []
+    prod_ms: list[float] = []
+    exact_ms: list[float] = []
+    async with rt.pool.acquire() as conn:
+        stats = await sql.lexeme_stats(conn)
+        for _ in range(n):
+            scope = sql.SearchScope("default", org.viewer().expand(svc.hierarchy))
+            q = query_for(rng, texts)
+            t = time.perf_counter()
+            exact = await sql.lexical_arm(conn, scope, q, 10, None)
+            exact_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            got = await sql.lexical_arm(conn, scope, q, 10, stats)
+            prod_ms.append((time.perf_counter() - t) * 1000)
+            if exact.ids:
+                overlap.append(len(set(exact.ids) & set(got.ids)) / len(exact.ids))
+    return {
+        "overlap_at_10_vs_exact_bm25": round(statistics.mean(overlap), 4) if overlap else None,
+        "production_p50_ms": round(statistics.median(prod_ms), 2) if prod_ms else None,
+        "exact_p50_ms": round(statistics.median(exact_ms), 2) if exact_ms else None,
+        "queries": len(overlap),
+    }
+
+
 async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(n)
     tag = uuid.uuid4().hex[:8]
@@ -380,6 +408,8 @@ async def bench_size(base: Settings, n: int, args: argparse.Namespace) -> dict[s
 
                 result["kafka_rpc"] = await measure(over_kafka, queries, args.concurrency)
         result["dense_recall"] = await dense_recall(rt, org, texts, rng)
+        if getattr(args, "lexical_queries", 0):
+            result["lexical_quality"] = await lexical_overlap(rt, org, texts, rng, args.lexical_queries)
         async with rt.pool.acquire() as conn:
             audits = await conn.fetch("SELECT diagnostics FROM retrieval_audit")
         per_step: dict[str, list[float]] = {}
@@ -438,6 +468,7 @@ async def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--port", type=int, default=18777)
     ap.add_argument("--keep", action="store_true", help="keep the bench schemas")
+    ap.add_argument("--lexical-queries", type=int, default=50, help="queries comparing the lexical arm with exact BM25")
     ap.add_argument("--corpus", help="events.jsonl whose texts to index instead of the synthetic corpus")
     ap.add_argument("--transports", default="in_process,http,kafka", help="which of http,kafka to measure too")
     args = ap.parse_args()

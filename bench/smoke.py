@@ -155,12 +155,17 @@ async def retrieve_figures(size: int, queries: int) -> None:
         keep=False,
         corpus=None,
         transports="in_process,http",
+        lexical_queries=20,
     )
     base = load_settings(_env_file=".env", service_api_key="bench-key")
     r = await retrieve_bench.bench_size(base, size, args)
     seq = r.get("in_process") or {}
     emit("retrieve_p50_ms", seq.get("p50_ms"), "<= 30", (seq.get("p50_ms") or 1e9) <= 30, chunks=size)
     emit("retrieve_p95_ms", seq.get("p95_ms"), "<= 100", (seq.get("p95_ms") or 1e9) <= 100, chunks=size)
+    lex = r.get("lexical_quality") or {}
+    if lex.get("overlap_at_10_vs_exact_bm25") is not None:
+        ov = lex["overlap_at_10_vs_exact_bm25"]
+        emit("lexical_overlap_at_10_vs_exact_bm25", ov, ">= 0.95", ov >= 0.95, chunks=size)
     http = r.get("http") or {}
     if http and seq:
         over = round(http["p50_ms"] - seq["p50_ms"], 1)

@@ -116,12 +116,19 @@ class PassageSearcher:
             return sql.DenseResult([], "no_embedder")
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
-            return await sql.dense_arm(conn, scope, vector, cfg, k)
+            stats = await self.lexeme_stats(conn)
+            # the estimate ignores filters (sources, kinds, dates, people): with any of them the probe counts
+            estimate = stats.visible(scope.viewer) if stats is not None and not sql.filtered(scope) else None
+            return await sql.dense_arm(conn, scope, vector, cfg, k, estimate)
 
     async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
         arm = sql.lexical_arm_prf if prf else sql.lexical_arm
         async with self.pool.acquire() as conn:
             return await arm(conn, scope, query, k, await self.lexeme_stats(conn))
+
+    async def _fetch(self, scope: sql.SearchScope, ids: Sequence[str]) -> dict[str, sql.ChunkRow]:
+        async with self.pool.acquire() as conn:
+            return await sql.fetch_chunks(conn, scope, ids)
 
     async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
@@ -191,15 +198,6 @@ class PassageSearcher:
             arm_ids["lexical"] = lexical.ids
             arm_scores["lexical"] = lexical.scores
             arm_diag["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
-        if "semantic" in names:
-            # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
-            pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]  # score_by_vector de-duplicates
-            semantic = await self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
-            if semantic:
-                added = len(set(semantic) - set(arm_ids.get("dense", [])))
-                arm_ids["dense"] = list(semantic)
-                arm_scores["dense"] = semantic
-                arm_diag["semantic"] = {"scored": len(semantic), "added_to_dense": added}
         relational = relational or RelationalResult()
         if "relational" in names:
             arm_ids["relational"] = relational.chunk_ids
@@ -208,9 +206,22 @@ class PassageSearcher:
                 "parsed": relational.parsed,
                 **relational.notes,
             }
+        # the semantic step only re-scores ids the arms already returned, so the candidates are known now and
+        # their rows are fetched on another connection while it runs
         candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
-        async with self.pool.acquire() as conn:
-            rows = await self._timed(timings, "fetch", lambda: sql.fetch_chunks(conn, scope, candidates))
+        # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
+        pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]  # score_by_vector de-duplicates
+        semantic, rows = await asyncio.gather(
+            self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
+            if "semantic" in names
+            else asyncio.sleep(0, {}),
+            self._timed(timings, "fetch", lambda: self._fetch(scope, candidates)),
+        )
+        if semantic:
+            added = len(set(semantic) - set(arm_ids.get("dense", [])))
+            arm_ids["dense"] = list(semantic)
+            arm_scores["dense"] = semantic
+            arm_diag["semantic"] = {"scored": len(semantic), "added_to_dense": added}
         hits = {
             cid: Hit(
                 cid,

@@ -93,3 +93,21 @@ async def test_no_statistics_means_every_term_generates(settings: Settings) -> N
         assert await sql.lexeme_stats(conn) is None  # empty, never analysed
     finally:
         await conn.close()
+
+
+async def test_candidate_query_matches_lexemes_verbatim(settings: Settings) -> None:
+    """Compound lexemes (URLs, hyphenated names) and quotes or backslashes reach the tsquery as they are."""
+    text = "See sf-internal.slack.com/archives/x, O'Brien's dev-ops\\notes and develop-iansmith-feedbackforce"
+    conn = await connect(settings)
+    try:
+        lexemes = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", text)
+        assert any("/" in t for t in lexemes) and any("-" in t for t in lexemes)
+        for t in lexemes:
+            q = await conn.fetchval("SELECT querytree($1::tsquery)", sql.any_of([t]))
+            assert q == "'" + t.replace("'", "''") + "'"  # one lexeme, not a phrase of its parts
+            assert await conn.fetchval("SELECT to_tsvector('english', $1) @@ $2::tsquery", text, sql.any_of([t]))
+        assert not await conn.fetchval(
+            "SELECT to_tsvector('english', 'nothing here') @@ $1::tsquery", sql.any_of(lexemes)
+        )
+    finally:
+        await conn.close()
