@@ -5,8 +5,8 @@ Measures, each on a fresh namespace (topics, consumer groups, Postgres schema, b
 - produce -> searchable latency at a steady rate: time from the produce acknowledgement until the envelope's
   child chunk is committed with its vector (dense: 200/s with the hash embedder, 50/s with the real local one,
   ``--local-provider``) or committed at all (lexical, 200/s) (p50/p95);
-- embed throughput of the embed stage for the hash and the local MiniLM provider (chunks/s;
-  ``--embed-providers hash,local,bge`` adds BGE);
+- embed throughput of the embed stage for the hash and the default local BGE provider (chunks/s;
+  ``--embed-providers hash,bge,local`` adds MiniLM);
 - replay throughput (``orgmem replay ingest --from earliest``) over the N envelopes.
 Prints JSON and writes bench/results/ingest-<time>.json. Run ``--quick`` for a smoke run.
 """
@@ -241,8 +241,8 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--embed-providers", default="hash,local", help="embed-stage providers to time (e.g. add bge)")
-    ap.add_argument("--local-provider", default="local", help="the real embedder of the 50/s freshness run")
+    ap.add_argument("--embed-providers", default="hash,bge", help="embed-stage providers to time (e.g. add local)")
+    ap.add_argument("--local-provider", default="bge", help="the real embedder of the 50/s freshness run")
     args = ap.parse_args()
     n = 2000 if args.quick else 20000
     runs = 1 if args.quick else args.runs

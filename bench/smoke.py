@@ -1,6 +1,6 @@
 """``make bench``: a ~3-minute smoke of every speed figure, one JSON line each, its target beside it.
 
-    .venv/bin/python bench/smoke.py [--only embed,ingest,freshness,retrieve] [--provider local]
+    .venv/bin/python bench/smoke.py [--only embed,ingest,freshness,retrieve] [--provider bge]
 
 Lines look like ``{"figure": "ingest_envelopes_per_s", "value": 2410, "target": ">= 3000", "ok": false, ...}``.
 The figures are small samples (seconds, not minutes) so a change that costs speed shows at once; the full
@@ -175,7 +175,7 @@ async def retrieve_figures(size: int, queries: int) -> None:
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="embed,ingest,freshness,retrieve")
-    ap.add_argument("--provider", default=os.environ.get("EMBEDDING_PROVIDER", "local"))
+    ap.add_argument("--provider", default=os.environ.get("EMBEDDING_PROVIDER", "bge"))
     args = ap.parse_args()
     parts = set(args.only.split(","))
     emit("load_average_1m", round(os.getloadavg()[0], 2), f"(machine, {os.cpu_count()} cores)", True)

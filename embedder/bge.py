@@ -77,7 +77,7 @@ class BGESmallEmbedder(MeteredEmbedder):
 
     ``tokens`` in usage are the model tokens processed, [CLS]/[SEP] (and the query instruction)
     included, after truncation. ``intra_op_num_threads`` is onnxruntime's (0 = its default, one
-    per physical core).
+    per physical core); its pool threads never spin-wait between runs.
     """
 
     def __init__(
@@ -107,6 +107,10 @@ class BGESmallEmbedder(MeteredEmbedder):
         options = ort.SessionOptions()
         options.intra_op_num_threads = intra_op_num_threads
         options.inter_op_num_threads = 1
+        # one short sequence per run: between runs, spinning pool threads would burn a core that the other
+        # stages (and, in a stage process, the event loop) need; vectors are bit-identical either way
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         self._session: Any = ort.InferenceSession(
             str(directory / ONNX_FILE), sess_options=options, providers=["CPUExecutionProvider"]
         )

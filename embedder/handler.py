@@ -50,6 +50,7 @@ class EmbedHandler:
         self.provider = provider
         self.dead_letters = dead_letters
         self.embedded_total = 0
+        self._store_s = 0.0  # seconds spent storing groups in the current batch (hidden behind the model)
 
     async def __call__(self, records: Sequence[Record]) -> None:
         events = await decode_or_dead_letter(records, ChunksToEmbed, self.dead_letters)
@@ -73,6 +74,7 @@ class EmbedHandler:
         group = max(1, self.embedder.max_batch * self.group_batches)
         writing: asyncio.Task[int] | None = None
         model_s = 0.0
+        self._store_s = 0.0
         try:
             for start in range(0, len(hashes), group):
                 part = hashes[start : start + group]
@@ -120,15 +122,21 @@ class EmbedHandler:
                     )
         self.embedded_total += len(pending)
         log.debug(
-            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, model %.3fs of %.3fs",
+            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, model %.3fs of %.3fs"
+            " (vector writes %.3fs, overlapping the model)",
             len(records),
             len(pending),
             len(todo),
             calls,
             model_s,
             time.perf_counter() - began,
+            self._store_s,
         )
 
     async def _store(self, model: str, fresh: dict[str, list[float]], assign: list[tuple[uuid.UUID, str]]) -> int:
-        async with self.pool.acquire() as conn, conn.transaction():
-            return await repo.store_vectors(conn, model, fresh, assign, dict(fresh))
+        began = time.perf_counter()
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                return await repo.store_vectors(conn, model, fresh, assign, dict(fresh))
+        finally:
+            self._store_s += time.perf_counter() - began

@@ -32,9 +32,13 @@ def hnsw_index_name(model: str, dim: int) -> str:
 
 
 async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> str:
-    """One partial expression index per (model, dimension): vectors of other models never mix."""
+    """One partial expression index per (model, dimension): vectors of other models never mix.
+
+    Concurrent builds in one schema are serialised by an advisory lock keyed by the schema: a stage starting
+    in one namespace never waits for an index being built in another (on a shared Postgres, an HNSW build
+    over a large table holds its lock for minutes)."""
     name = hnsw_index_name(model, dim)
-    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
+    await conn.execute("SELECT pg_advisory_lock($1, hashtext(current_schema()))", _LOCK_ID)
     try:
         await conn.execute(
             f"CREATE INDEX IF NOT EXISTS {name} ON chunks USING hnsw ({vector_expr(dim)} vector_cosine_ops)"
@@ -42,7 +46,7 @@ async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> s
             f" WHERE embedding_model = {sql_literal(model)} AND NOT is_parent"
         )
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+        await conn.execute("SELECT pg_advisory_unlock($1, hashtext(current_schema()))", _LOCK_ID)
     return name
 
 

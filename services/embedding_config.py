@@ -38,7 +38,9 @@ def provider_kwargs(settings: Settings) -> dict[str, Any]:
     """Keyword settings for ``embedder.providers.build_embedder``."""
     if settings.embedding_provider == "hash":
         return {"dim": settings.embedding_dim}
-    if settings.embedding_provider in ("local", "bge"):
+    if settings.embedding_provider == "bge":
+        return {"intra_op_num_threads": settings.embed_threads}
+    if settings.embedding_provider == "local":
         return {}
     return {
         "model": settings.embedding_model,

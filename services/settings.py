@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     # where a local model (local, bge) runs: a worker thread of the stage process (default) or its own process
     # (the other stages' Python cannot reach it through the GIL; the main module must be import-safe: spawn)
     embed_worker: Literal["process", "thread"] = "thread"
+    # onnxruntime intra-op threads of the bge model (0 = one per core); see bench/README.md "Speed work"
+    embed_threads: int = Field(default=0, ge=0, le=64)
 
     # --- stages ----------------------------------------------------------------------------------
     ingest_batch_size: int = Field(default=500, ge=1, le=10_000)

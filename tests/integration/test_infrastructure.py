@@ -189,3 +189,22 @@ async def test_service_refuses_unmigrated_or_newer_schema(settings_factory: Any,
             await migrate(s.database_url, s.db_schema)
     finally:
         await conn.close()
+
+
+async def test_hnsw_index_lock_is_per_schema(settings_factory: Any) -> None:
+    """An index build holding the lock in one namespace does not stall a stage starting in another; within a
+    namespace, builds still wait for each other."""
+    a, b = await settings_factory(), await settings_factory()
+    holder, other, same = await connect(a), await connect(b), await connect(a)
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1, hashtext(current_schema()))", 727_002)
+        name = await asyncio.wait_for(ensure_hnsw_index(other, "hash/v1-8", 8), 10)
+        assert await other.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = $1", name) == 1
+        waiting = asyncio.create_task(ensure_hnsw_index(same, "hash/v1-8", 8))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # same schema: serialised behind the holder
+        await holder.execute("SELECT pg_advisory_unlock($1, hashtext(current_schema()))", 727_002)
+        assert await asyncio.wait_for(waiting, 10) == name
+    finally:
+        for conn in (holder, other, same):
+            await conn.close()

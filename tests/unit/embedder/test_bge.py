@@ -75,6 +75,22 @@ async def test_deterministic(bge: BGESmallEmbedder) -> None:
     assert np.allclose(await other.embed(PASSAGES), first, atol=1e-5)
 
 
+async def test_thread_count_and_worker_setting_leave_vectors_bit_identical(bge: BGESmallEmbedder) -> None:
+    """EMBED_THREADS only changes speed: the same texts give the same float32 vectors, bit for bit."""
+    texts = [*PASSAGES, LONG, "ok", PASSAGES[0] * 4]
+    want = await bge.embed(texts)
+    for threads in (1, 2):
+        other = BGESmallEmbedder(intra_op_num_threads=threads)
+        assert await other.embed(texts) == want, threads
+
+
+def test_onnxruntime_pool_threads_do_not_spin(bge: BGESmallEmbedder) -> None:
+    """Spinning pool threads between the one-sequence runs would burn CPU the other stages need."""
+    options = bge._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+
+
 async def test_batch_invariance_padding_does_not_leak(bge: BGESmallEmbedder) -> None:
     short = "Budget review moved to Friday."
     [alone] = await bge.embed([short])

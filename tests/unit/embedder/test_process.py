@@ -47,6 +47,20 @@ async def test_minilm_in_a_child_process_matches_minilm_in_this_one() -> None:
         await hosted.aclose()
 
 
+async def test_bge_in_a_child_process_gives_the_standalone_vectors_bit_for_bit() -> None:
+    from embedder.bge import BGESmallEmbedder
+
+    hosted = ProcessEmbedder("bge", intra_op_num_threads=1)
+    try:
+        alone = BGESmallEmbedder()
+        assert (hosted.model, hosted.dim, hosted.max_batch) == (alone.model, alone.dim, alone.max_batch)
+        assert await hosted.embed(TEXTS) == await alone.embed(TEXTS)
+        assert await hosted.embed_queries(TEXTS[:1]) == await alone.embed_queries(TEXTS[:1])
+        assert hosted.last_usage == alone.last_usage
+    finally:
+        await hosted.aclose()
+
+
 def test_a_bad_setting_fails_at_construction_naming_it() -> None:
     with pytest.raises(ConfigurationError, match="unknown settings"):
         ProcessEmbedder("hash", no_such_setting=1)

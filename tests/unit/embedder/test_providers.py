@@ -16,7 +16,7 @@ from embedder.providers import PROVIDERS, build_embedder
 from services.embedding_config import embedding_config, provider_kwargs
 from services.errors import ConfigurationError
 from services.ports import Embedder
-from services.settings import load_settings
+from services.settings import Settings, load_settings
 
 PASSAGE = "Dana moved the quarterly budget review to Friday."
 
@@ -93,3 +93,22 @@ def test_embedding_config_matches_the_built_provider(name: str) -> None:
     embedder = build_embedder(settings.embedding_provider, **provider_kwargs(settings))
     assert config.provider == name
     assert (config.model, config.dim) == (embedder.model, embedder.dim)
+
+
+def test_embed_threads_reaches_the_bge_session_and_only_bge() -> None:
+    def settings(provider: str, **extra: object) -> Settings:
+        return load_settings(
+            _env_file=None,
+            database_url="postgresql://x",
+            kafka_bootstrap_servers="k:1",
+            embedding_provider=provider,
+            **extra,
+        )
+
+    assert provider_kwargs(settings("bge")) == {"intra_op_num_threads": 0}
+    assert provider_kwargs(settings("bge", embed_threads=1)) == {"intra_op_num_threads": 1}
+    assert provider_kwargs(settings("local", embed_threads=1)) == {}
+    built = build_embedder("bge", **provider_kwargs(settings("bge", embed_threads=1)))
+    assert built._session.get_session_options().intra_op_num_threads == 1  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="EMBED_THREADS"):
+        settings("bge", embed_threads=-1)
