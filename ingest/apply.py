@@ -39,6 +39,7 @@ class DocState:
     acl_event_time: datetime | None
     blob_key: str | None
     structured_fields: str  # JSON text
+    author_name: str | None = None  # as the connector sent it (``author.display_name``), resolved or not
 
     @property
     def has_content(self) -> bool:
@@ -163,6 +164,7 @@ def apply_envelope(
         thread_external_id=d.thread_external_id,
         parent_external_id=d.parent_external_id,
         author_person_id=author_person_id,
+        author_name=env.author.display_name if env.author else None,
         event_time=env.event_time,
         deleted_at=None,
         structured_fields=json.dumps(env.structured_fields, sort_keys=True, default=str),

@@ -147,7 +147,7 @@ async def _message_contexts(
     bodies = bodies or {}
     rows = await conn.fetch(
         f"""
-        SELECT t.id, t.event_time, pa.display_name AS speaker,
+        SELECT t.id, t.event_time, coalesce(pa.display_name, t.author_name) AS speaker,
                coalesce(array_agg(pr.speaker ORDER BY pr.event_time, pr.id) FILTER (WHERE pr.id IS NOT NULL),
                         '{{}}') AS prev_speakers,
                coalesce(array_agg(pr.body ORDER BY pr.event_time, pr.id) FILTER (WHERE pr.id IS NOT NULL),
@@ -155,7 +155,7 @@ async def _message_contexts(
         FROM documents t
         LEFT JOIN people pa ON pa.id = t.author_person_id
         LEFT JOIN LATERAL (
-            SELECT d.id, d.event_time, pd.display_name AS speaker,
+            SELECT d.id, d.event_time, coalesce(pd.display_name, d.author_name) AS speaker,
                    left(coalesce(nb.body, (SELECT string_agg(c.text, ' ' ORDER BY c.ordinal) FROM chunks c
                           WHERE c.document_id = d.id AND NOT c.is_parent)), {PREV_CHARS}) AS body
             FROM documents d LEFT JOIN people pd ON pd.id = d.author_person_id
@@ -167,7 +167,7 @@ async def _message_contexts(
             ORDER BY d.event_time DESC, d.id DESC LIMIT $3
         ) pr ON true
         WHERE t.id = ANY($1::uuid[]) AND t.kind = 'message' AND t.deleted_at IS NULL
-        GROUP BY t.id, t.event_time, pa.display_name
+        GROUP BY t.id, t.event_time, pa.display_name, t.author_name
         """,
         list(doc_ids),
         PREV_WINDOW,

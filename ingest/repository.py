@@ -15,7 +15,7 @@ STAGE = "ingest"
 DOC_COLUMNS = (
     "id, workspace, source_system, external_id, kind, title, url, thread_external_id, parent_external_id,"
     " author_person_id, event_time, deleted_at, current_version, content_hash, principals, acl_event_time,"
-    " blob_key, structured_fields::text AS structured_fields"
+    " blob_key, structured_fields::text AS structured_fields, author_name"
 )
 
 
@@ -43,19 +43,20 @@ async def save_states(conn: asyncpg.Connection, states: Sequence[DocState]) -> N
     await conn.execute(
         "INSERT INTO documents (id, workspace, source_system, external_id, kind, title, url, thread_external_id,"
         " parent_external_id, author_person_id, event_time, deleted_at, current_version, content_hash,"
-        " principals, acl_event_time, blob_key, structured_fields)"
+        " principals, acl_event_time, blob_key, structured_fields, author_name)"
         " SELECT id, workspace, source_system, external_id, kind, title, url, thread_external_id,"
         " parent_external_id, author_person_id, event_time, deleted_at, current_version, content_hash,"
-        " string_to_array(principals, ','), acl_event_time, blob_key, structured_fields::jsonb"
+        " string_to_array(principals, ','), acl_event_time, blob_key, structured_fields::jsonb, author_name"
         " FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
         " $8::text[], $9::text[], $10::uuid[], $11::timestamptz[], $12::timestamptz[], $13::int[], $14::text[],"
-        " $15::text[], $16::timestamptz[], $17::text[], $18::text[])"
+        " $15::text[], $16::timestamptz[], $17::text[], $18::text[], $19::text[])"
         " AS s(id, workspace, source_system, external_id, kind, title, url, thread_external_id, parent_external_id,"
         " author_person_id, event_time, deleted_at, current_version, content_hash, principals, acl_event_time,"
-        " blob_key, structured_fields)"
+        " blob_key, structured_fields, author_name)"
         " ON CONFLICT (id) DO UPDATE SET kind = EXCLUDED.kind, title = EXCLUDED.title, url = EXCLUDED.url,"
         " thread_external_id = EXCLUDED.thread_external_id, parent_external_id = EXCLUDED.parent_external_id,"
-        " author_person_id = EXCLUDED.author_person_id, event_time = EXCLUDED.event_time,"
+        " author_person_id = EXCLUDED.author_person_id, author_name = EXCLUDED.author_name,"
+        " event_time = EXCLUDED.event_time,"
         " deleted_at = EXCLUDED.deleted_at, current_version = EXCLUDED.current_version,"
         " content_hash = EXCLUDED.content_hash, principals = EXCLUDED.principals,"
         " acl_event_time = EXCLUDED.acl_event_time, blob_key = EXCLUDED.blob_key,"
@@ -78,6 +79,7 @@ async def save_states(conn: asyncpg.Connection, states: Sequence[DocState]) -> N
         [s.acl_event_time for s in states],
         [s.blob_key for s in states],
         [s.structured_fields for s in states],
+        [s.author_name for s in states],
     )
 
 

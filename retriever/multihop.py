@@ -228,12 +228,14 @@ def boost_time_expressions(
 
 
 async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
-    """Display names of the authors of ``chunk_ids`` (chunks already fetched under the viewer's scope)."""
+    """Display names of the authors of ``chunk_ids`` (chunks already fetched under the viewer's scope): the
+    resolved person's name, else the name the connector sent (``documents.author_name``)."""
     if not chunk_ids:
         return {}
     rows = await conn.fetch(
-        "SELECT c.id, p.display_name FROM chunks c JOIN people p ON p.id = c.author_person_id"
-        " WHERE c.id = ANY($1::uuid[]) AND p.display_name IS NOT NULL",
+        "SELECT c.id, coalesce(p.display_name, d.author_name) AS display_name FROM chunks c"
+        " JOIN documents d ON d.id = c.document_id LEFT JOIN people p ON p.id = c.author_person_id"
+        " WHERE c.id = ANY($1::uuid[]) AND coalesce(p.display_name, d.author_name) IS NOT NULL",
         [uuid.UUID(i) for i in chunk_ids],
     )
     return {str(r["id"]): str(r["display_name"]) for r in rows}

@@ -8,7 +8,7 @@ from typing import Any
 
 from ingest.chunking import content_hash
 from ingest.context import indexed_text
-from schemas.envelope import ChangeEnvelope
+from schemas.envelope import ChangeEnvelope, Person
 from services.embedding_input import embedding_input
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, fetch, later, principal, produce
@@ -116,3 +116,26 @@ async def test_document_children_carry_their_section_path(settings: Settings, pi
     assert len(paths) > 2, paths
     assert {p for t, p in paths.items() if "Kafka step 2" in t} == {"Runbook > Kafka"}, paths
     assert {p for t, p in paths.items() if "Intro sentence number 29" in t} == {"Runbook"}, paths
+
+
+async def test_a_display_name_only_author_still_labels_the_context(settings: Settings, pipeline: Any) -> None:
+    """A connector that sends only ``author.display_name`` (no email, no platform id) resolves no person, but
+    the name still labels the message and its follower's context, and no person is invented from it."""
+    await pipeline("ingest")
+    g = principal()
+
+    def msg(ext: str, text: str, minute: int, who: str) -> ChangeEnvelope:
+        env = in_thread(envelope(ext, text, principals=[g], event_time=later(minute), author_email=None), "t-1")
+        return env.model_copy(update={"author": Person(display_name=who)})
+
+    await produce(settings, msg("A", "I adopted a puppy named Oscar.", 0, "Caroline"), msg("B", "So cute!", 1, "Mel"))
+    rows = await eventually(lambda: contexts(settings), until=lambda r: len(r) == 2)
+    assert rows["A"][1] is not None and rows["A"][1].endswith("Caroline:")
+    assert rows["B"][1] is not None and rows["B"][1].startswith("Caroline: I adopted a puppy")
+    assert rows["B"][1].endswith("Mel:")
+    people = await fetch(settings, "SELECT count(*) AS n FROM people")
+    names = await fetch(settings, "SELECT external_id, author_name, author_person_id FROM documents ORDER BY 1")
+    assert people[0]["n"] == 0 and [(r["author_name"], r["author_person_id"]) for r in names] == [
+        ("Caroline", None),
+        ("Mel", None),
+    ]
