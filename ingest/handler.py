@@ -228,7 +228,7 @@ class IngestHandler:
                 hashed = (
                     pl.content_hash
                     if pl.is_parent
-                    else content_hash(embedding_input(s.title, index_context.indexed_text(ctx, pl.text)))
+                    else content_hash(embedding_input(s.index_title, index_context.indexed_text(ctx, pl.text)))
                 )
                 parent = None if pl.parent_ordinal is None else ids[pl.parent_ordinal]
                 chunk_rows.append(

@@ -12,6 +12,12 @@ from ingest.apply import DocState
 from services.db import processed
 
 STAGE = "ingest"
+# ``DocState.index_title`` in SQL over the saved document row ``d``: a message's title that only repeats its
+# thread or channel id is not a title
+INDEX_TITLE = (
+    "CASE WHEN d.kind = 'message' AND d.title IN (d.thread_external_id, d.parent_external_id) THEN NULL"
+    " ELSE d.title END"
+)
 DOC_COLUMNS = (
     "id, workspace, source_system, external_id, kind, title, url, thread_external_id, parent_external_id,"
     " author_person_id, event_time, deleted_at, current_version, content_hash, principals, acl_event_time,"
@@ -117,13 +123,13 @@ async def replace_chunks(
     if not rows:
         return set()
     cols = list(zip(*rows, strict=True))
-    tsv = CHUNK_TSV.format(title="d.title", context="u.index_context", text="u.text")
+    tsv = CHUNK_TSV.format(title=INDEX_TITLE, context="u.index_context", text="u.text")
     carried = await conn.fetch(
         "WITH ins AS (INSERT INTO chunks (id, document_id, workspace, parent_id, is_parent, ordinal, char_start,"
         " char_end, text, title, content_hash, principals, event_time, source_system, kind, author_person_id,"
         " index_context, tsv, embedding, embedding_model)"
         " SELECT u.id, u.document_id, d.workspace, u.parent_id, u.is_parent, u.ordinal, u.char_start,"
-        " u.char_end, u.text, d.title, u.content_hash, d.principals, d.event_time, d.source_system, d.kind,"
+        f" u.char_end, u.text, {INDEX_TITLE}, u.content_hash, d.principals, d.event_time, d.source_system, d.kind,"
         f" d.author_person_id, u.index_context, CASE WHEN u.is_parent THEN NULL ELSE {tsv} END,"
         " ec.embedding, ec.embedding_model"
         " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bool[], $5::int[], $6::int[], $7::int[],"

@@ -74,3 +74,22 @@ def test_acl_last_writer_wins_on_acl_event_time() -> None:
 def test_acl_before_any_content_is_kept_for_the_later_upsert() -> None:
     state, _ = run(env(op="acl", principals=[G2], minutes=50), env(text="x", minutes=0))
     assert state is not None and state.principals == (G2,) and state.current_version == 1
+
+
+def test_a_message_title_that_repeats_its_thread_id_is_not_its_index_title() -> None:
+    def titled(kind: str, title: str | None, thread: str | None, author: str | None = None) -> ChangeEnvelope:
+        body = env().model_dump(mode="json")
+        body["document"] |= {"kind": kind, "title": title, "thread_external_id": thread}
+        if author:
+            body["author"] = {"display_name": author}
+        return ChangeEnvelope.model_validate(body)
+
+    def state(e: ChangeEnvelope):  # type: ignore[no-untyped-def]
+        return apply_envelope(e, None, DOC, author_person_id=None, blob_key="b").after
+
+    assert state(titled("message", "conv-26/session_1", "conv-26/session_1")).index_title is None
+    assert state(titled("message", "#design-review", "conv-26/session_1")).index_title == "#design-review"
+    assert state(titled("document", "conv-26/session_1", "conv-26/session_1")).index_title == "conv-26/session_1"
+    assert state(titled("message", None, "t")).index_title is None
+    s = state(titled("message", "t", "t", author="Caroline"))
+    assert s.title == "t" and s.author_name == "Caroline" and s.author_person_id is None  # stored as sent
