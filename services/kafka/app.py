@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from services.kafka.clients import producer_config
 from services.kafka.decode import safe_batch_parser
-from services.kafka.delivery import BatchHandler, DeadLetterLedger, DeadLetters, run_batch
+from services.kafka.delivery import BatchHandler, DeadLetterLedger, DeadLetters, run_stage_batch
 from services.kafka.records import from_consumer_records
 from services.kafka.topics import dlq_topic
 from services.kafka.watch import DependencyWatch
@@ -127,15 +127,7 @@ def subscribe_batch(
     async def consume(body: Any, message: KafkaMessage) -> None:
         records = from_consumer_records(message.raw_message)
         try:
-            await run_batch(
-                records,
-                handler,
-                dead_letters,
-                attempts=settings.retry_attempts,
-                base_delay=settings.retry_base_delay_s,
-                max_delay=settings.retry_max_delay_s,
-                watch=watch,
-            )
+            await run_stage_batch(records, handler, dead_letters, settings, watch)
         except Exception:
             log.exception("%s: batch failed, rewinding to retry after %.0fs", stage, NACK_BACKOFF_S)
             await asyncio.sleep(NACK_BACKOFF_S)

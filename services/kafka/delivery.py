@@ -35,6 +35,7 @@ from services.errors import PermanentError, TransientError, VendorError
 from services.kafka.deadletters import DeadLetterLedger, DeadLetters, Publisher, dead_letter_headers, safe_text
 from services.kafka.records import Record
 from services.kafka.watch import DependencyWatch
+from services.settings import Settings
 
 __all__ = [
     "BatchHandler",
@@ -165,3 +166,22 @@ async def run_batch(
             )
         return
     await dead_letters.send(records[0], failure, attempts=1 if is_permanent(failure) else attempts)
+
+
+async def run_stage_batch(
+    records: Sequence[Record],
+    handler: BatchHandler,
+    dead_letters: DeadLetters,
+    settings: Settings,
+    watch: DependencyWatch | None,
+) -> None:
+    """``run_batch`` with the deployment's retry policy (``RETRY_*``): the live subscriber and replay alike."""
+    await run_batch(
+        records,
+        handler,
+        dead_letters,
+        attempts=settings.retry_attempts,
+        base_delay=settings.retry_base_delay_s,
+        max_delay=settings.retry_max_delay_s,
+        watch=watch,
+    )

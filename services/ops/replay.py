@@ -18,7 +18,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from services.kafka.deadletters import PgDeadLetterLedger
-from services.kafka.delivery import DeadLetters, run_batch
+from services.kafka.delivery import DeadLetters, run_stage_batch
 from services.kafka.records import from_consumer_records, stop_consumer, topic_partitions
 from services.kafka.topics import dlq_topic
 from services.replaying import REPLAYING
@@ -97,15 +97,7 @@ async def replay(
             # partition, so joining the partitions' lists keeps every document's log order
             records = [r for tp, msgs in batch.items() for r in from_consumer_records(msgs) if r.offset < ends[tp]]
             if records:
-                await run_batch(
-                    records,
-                    handler,
-                    dead_letters,
-                    attempts=settings.retry_attempts,
-                    base_delay=settings.retry_base_delay_s,
-                    max_delay=settings.retry_max_delay_s,
-                    watch=watch,
-                )
+                await run_stage_batch(records, handler, dead_letters, settings, watch)
                 done += len(records)
             for tp in list(active):
                 if await consumer.position(tp) >= ends[tp]:
