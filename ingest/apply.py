@@ -49,8 +49,7 @@ class DocState:
     def index_title(self) -> str | None:
         """The title its chunks carry (indexed with weight A, prefixed to the embedding input, shown with the
         passage): the document's title, except a message's "title" that only repeats its thread or channel id
-        (what a connector without titles fills in) — an id, not text a question would share.
-        ``ingest.repository.INDEX_TITLE`` is the same rule in SQL."""
+        (what a connector without titles fills in) — an id, not text a question would share."""
         is_id = self.title is not None and self.title in (self.thread_external_id, self.parent_external_id)
         return None if self.kind == "message" and is_id else self.title
 

@@ -223,16 +223,20 @@ class IngestHandler:
             s = final[doc_id]
             ids = {pl.ordinal: chunk_id(doc_id, s.current_version, pl.ordinal) for pl in plans}
             children[doc_id] = [ids[pl.ordinal] for pl in sorted(plans, key=lambda p: p.ordinal) if not pl.is_parent]
+            title = s.index_title
             for pl in plans:
                 ctx = None if pl.is_parent else contexts[(doc_id, pl.ordinal)]
                 hashed = (
                     pl.content_hash
                     if pl.is_parent
-                    else content_hash(embedding_input(s.index_title, index_context.indexed_text(ctx, pl.text)))
+                    else content_hash(embedding_input(title, index_context.indexed_text(ctx, pl.text)))
                 )
                 parent = None if pl.parent_ordinal is None else ids[pl.parent_ordinal]
                 chunk_rows.append(
-                    (ids[pl.ordinal], doc_id, parent, pl.is_parent, pl.ordinal, pl.start, pl.end, pl.text, hashed, ctx)
+                    (
+                        *(ids[pl.ordinal], doc_id, parent, pl.is_parent, pl.ordinal, pl.start, pl.end),
+                        *(pl.text, hashed, ctx, title),
+                    )
                 )
         carried = await repo.replace_chunks(conn, list(content_docs), chunk_rows, self.embedding_model)
         # followers of changed messages and documents whose ACL or tombstone changed are re-indexed here

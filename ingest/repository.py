@@ -12,12 +12,6 @@ from ingest.apply import DocState
 from services.db import processed
 
 STAGE = "ingest"
-# ``DocState.index_title`` in SQL over the saved document row ``d``: a message's title that only repeats its
-# thread or channel id is not a title
-INDEX_TITLE = (
-    "CASE WHEN d.kind = 'message' AND d.title IN (d.thread_external_id, d.parent_external_id) THEN NULL"
-    " ELSE d.title END"
-)
 DOC_COLUMNS = (
     "id, workspace, source_system, external_id, kind, title, url, thread_external_id, parent_external_id,"
     " author_person_id, event_time, deleted_at, current_version, content_hash, principals, acl_event_time,"
@@ -112,32 +106,33 @@ async def replace_chunks(
     conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], rows: Sequence[tuple[Any, ...]], model: str
 ) -> set[uuid.UUID]:
     """Drop the documents' chunks and insert ``rows`` (current version only) in one statement; workspace,
-    title, principals, event time, source, kind and author come from the document rows just saved, and a
+    principals, event time, source, kind and author come from the document rows just saved, and a
     child whose embedded text is in the embedding cache under ``model`` gets its vector in the same insert.
     Returns the ids of the children that got a cached vector.
 
-    row: (id, document_id, parent_id, is_parent, ordinal, char_start, char_end, text, content_hash, index_context)
+    row: (id, document_id, parent_id, is_parent, ordinal, char_start, char_end, text, content_hash, index_context,
+    title) — the title is the document's ``DocState.index_title``
     """
     if doc_ids:
         await conn.execute("DELETE FROM chunks WHERE document_id = ANY($1::uuid[])", list(doc_ids))
     if not rows:
         return set()
     cols = list(zip(*rows, strict=True))
-    tsv = CHUNK_TSV.format(title=INDEX_TITLE, context="u.index_context", text="u.text")
+    tsv = CHUNK_TSV.format(title="u.title", context="u.index_context", text="u.text")
     carried = await conn.fetch(
         "WITH ins AS (INSERT INTO chunks (id, document_id, workspace, parent_id, is_parent, ordinal, char_start,"
         " char_end, text, title, content_hash, principals, event_time, source_system, kind, author_person_id,"
         " index_context, tsv, embedding, embedding_model)"
         " SELECT u.id, u.document_id, d.workspace, u.parent_id, u.is_parent, u.ordinal, u.char_start,"
-        f" u.char_end, u.text, {INDEX_TITLE}, u.content_hash, d.principals, d.event_time, d.source_system, d.kind,"
+        " u.char_end, u.text, u.title, u.content_hash, d.principals, d.event_time, d.source_system, d.kind,"
         f" d.author_person_id, u.index_context, CASE WHEN u.is_parent THEN NULL ELSE {tsv} END,"
         " ec.embedding, ec.embedding_model"
         " FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bool[], $5::int[], $6::int[], $7::int[],"
-        " $8::text[], $9::text[], $10::text[]) AS u(id, document_id, parent_id, is_parent, ordinal, char_start,"
-        " char_end, text, content_hash, index_context)"
+        " $8::text[], $9::text[], $10::text[], $11::text[]) AS u(id, document_id, parent_id, is_parent, ordinal,"
+        " char_start, char_end, text, content_hash, index_context, title)"
         " JOIN documents d ON d.id = u.document_id"
         " LEFT JOIN embedding_cache ec ON NOT u.is_parent AND ec.content_hash = u.content_hash"
-        " AND ec.embedding_model = $11"
+        " AND ec.embedding_model = $12"
         " RETURNING id, embedding_model) SELECT id FROM ins WHERE embedding_model IS NOT NULL",
         *(list(c) for c in cols),
         model,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -113,6 +113,15 @@ async def thread_neighbours(
     return [Neighbour(str(r["seed"]), str(r["id"]), int(r["dir"])) for r in rows]
 
 
+def _scaled(rh: RankedHit, score: float, label: str, factor: float) -> RankedHit:
+    """``rh`` at ``score``, with ``label: factor`` recorded among its boosts."""
+    return RankedHit(rh.hit, score, rh.fused, rh.arm_ranks, MappingProxyType({**rh.boosts, label: factor}))
+
+
+def _by_score(hits: Iterable[RankedHit]) -> list[RankedHit]:
+    return sorted(hits, key=lambda rh: (-rh.score, rh.hit.chunk_id))
+
+
 def merge_neighbours(
     ranked: Sequence[RankedHit],
     neighbours: Sequence[Neighbour],
@@ -136,8 +145,7 @@ def merge_neighbours(
         current = out.get(nb.chunk_id)
         if current is not None:
             if score > current.score:
-                boosts = MappingProxyType({**current.boosts, "neighbour": factor})
-                out[nb.chunk_id] = RankedHit(current.hit, score, current.fused, current.arm_ranks, boosts)
+                out[nb.chunk_id] = _scaled(current, score, "neighbour", factor)
             continue
         if hit.content_hash in seen_hashes:
             continue
@@ -145,7 +153,7 @@ def merge_neighbours(
         out[nb.chunk_id] = RankedHit(
             hit, score, 0.0, MappingProxyType({"neighbour": 1}), MappingProxyType({"neighbour": factor})
         )
-    return sorted(out.values(), key=lambda rh: (-rh.score, rh.hit.chunk_id))
+    return _by_score(out.values())
 
 
 _WHEN_QUESTION = re.compile(
@@ -192,11 +200,10 @@ def boost_named_authors(
     boosted = 0
     for rh in ranked:
         if factor != 1.0 and named_in(query, authors.get(rh.hit.chunk_id)):
-            boosts = MappingProxyType({**rh.boosts, "author": factor})
-            rh = RankedHit(rh.hit, rh.score * factor, rh.fused, rh.arm_ranks, boosts)
+            rh = _scaled(rh, rh.score * factor, "author", factor)
             boosted += 1
         out.append(rh)
-    return sorted(out, key=lambda rh: (-rh.score, rh.hit.chunk_id)), boosted
+    return _by_score(out), boosted
 
 
 def is_when_question(query: str) -> bool:
@@ -219,12 +226,10 @@ def boost_time_expressions(
     boosted = 0
     for rh in ranked:
         if has_time_expression(rh.hit.text):
-            rh = RankedHit(
-                rh.hit, rh.score * factor, rh.fused, rh.arm_ranks, MappingProxyType({**rh.boosts, "when": factor})
-            )
+            rh = _scaled(rh, rh.score * factor, "when", factor)
             boosted += 1
         out.append(rh)
-    return sorted(out, key=lambda rh: (-rh.score, rh.hit.chunk_id)), boosted
+    return _by_score(out), boosted
 
 
 async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
