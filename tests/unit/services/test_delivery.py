@@ -1,9 +1,10 @@
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
+import pytest
 
 from services.errors import InvalidPayloadError, ObjectStoreError, TransientError, VendorError
 from services.kafka.clients import DLQ_MAX_BYTES, HEADERS_ROOM, INPUT_MAX_BYTES
@@ -155,41 +156,6 @@ def _watch(state: dict[str, bool], stage: str = "ingest") -> DependencyWatch:
     return DependencyWatch(stage, {"object_store": store}, base_delay=0.005, max_delay=0.02)
 
 
-async def test_an_outage_pauses_the_stage_and_it_resumes_by_itself_without_dead_letters() -> None:
-    state = {"store": False}
-    applied: list[int] = []
-
-    async def handler(records: Sequence[Record]) -> None:
-        if not state["store"]:
-            raise ObjectStoreError("connection refused")
-        applied.extend(r.offset for r in records)
-
-    watch = _watch(state)
-    pub = FakePublisher()
-    task = asyncio.create_task(
-        run_batch(
-            batch(10, set()),
-            handler,
-            DeadLetters(pub, "dlq", "ingest"),
-            attempts=2,
-            base_delay=0.001,
-            max_delay=0.002,
-            watch=watch,
-        )
-    )
-    for _ in range(200):
-        await asyncio.sleep(0.005)
-        if watch.paused:
-            break
-    assert watch.paused and watch.state()["down"] == ["object_store"]
-    await asyncio.sleep(0.1)
-    assert not task.done() and applied == []  # waiting, for as long as it takes
-    state["store"] = True
-    await asyncio.wait_for(task, 5)
-    assert applied == list(range(10)) and pub.sent == []
-    assert not watch.paused and watch.pauses == 1
-
-
 async def test_with_every_dependency_up_an_unclassified_error_of_one_record_is_its_own() -> None:
     async def handler(records: Sequence[Record]) -> None:
         if any(r.value == b"poison" for r in records):
@@ -218,22 +184,36 @@ def _vendor_watch(state: dict[str, bool]) -> DependencyWatch:
     )
 
 
-async def test_a_vendor_outage_the_watch_probes_pauses_instead_of_dead_lettering() -> None:
-    state = {"vendor": False}
+@pytest.mark.parametrize(
+    ("dependency", "stage", "error"),
+    [
+        ("object_store", "ingest", lambda: ObjectStoreError("connection refused")),
+        ("embedding_vendor", "embed", lambda: VendorError("503")),  # a vendor the watch probes: an outage too
+    ],
+)
+async def test_an_outage_pauses_the_stage_and_it_resumes_by_itself_without_dead_letters(
+    dependency: str, stage: str, error: Callable[[], Exception]
+) -> None:
+    state = {"store": False, "vendor": False}
     applied: list[int] = []
 
     async def handler(records: Sequence[Record]) -> None:
-        if not state["vendor"]:
-            raise VendorError("503")
+        if not state["store"] or not state["vendor"]:
+            raise error()
         applied.extend(r.offset for r in records)
 
-    watch = _vendor_watch(state)
+    if dependency == "object_store":
+        state["vendor"] = True
+        watch = _watch(state, stage)
+    else:
+        state["store"] = True
+        watch = _vendor_watch(state)
     pub = FakePublisher()
     task = asyncio.create_task(
         run_batch(
-            batch(8, set()),
+            batch(10, set()),
             handler,
-            DeadLetters(pub, "dlq", "embed"),
+            DeadLetters(pub, "dlq", stage),
             attempts=2,
             base_delay=0.001,
             max_delay=0.002,
@@ -244,12 +224,13 @@ async def test_a_vendor_outage_the_watch_probes_pauses_instead_of_dead_lettering
         await asyncio.sleep(0.005)
         if watch.paused:
             break
-    assert watch.paused and watch.state()["down"] == ["embedding_vendor"]
-    await asyncio.sleep(0.05)
-    assert not task.done() and pub.sent == []
-    state["vendor"] = True
+    assert watch.paused and watch.state()["down"] == [dependency]
+    await asyncio.sleep(0.1)
+    assert not task.done() and applied == [] and pub.sent == []  # waiting, for as long as it takes
+    state["store"] = state["vendor"] = True
     await asyncio.wait_for(task, 5)
-    assert applied == list(range(8)) and pub.sent == [] and not watch.paused
+    assert applied == list(range(10)) and pub.sent == []
+    assert not watch.paused and watch.pauses == 1
 
 
 async def test_a_vendor_error_with_the_vendor_probe_passing_is_the_records_own() -> None:
