@@ -13,7 +13,32 @@ PYTEST_ARGS ?=
         bench bench-ingest bench-retrieve bench-embed bench-pipeline eval eval-locomo demo clean
 
 help:
-	@echo "make up | down | logs | status | test | test-unit | test-reliability | lint | typecheck | schemas | models | eval | bench | bench-ingest | bench-retrieve | bench-embed | bench-pipeline"
+	@echo "Org Memory — make targets (README.md has the quickstart):"
+	@echo "  up                start the local stack and orgmem (writes .env on first run), wait for /readyz"
+	@echo "  down              stop orgmem and the local stack"
+	@echo "  logs              follow the orgmem log"
+	@echo "  status            infrastructure health and consumer lag per stage"
+	@echo "  demo              load the demo corpus (deploy/demo) into the running stack"
+	@echo "  test              unit + integration + short reliability tests against the real stack (CI)"
+	@echo "  test-unit         unit tests only"
+	@echo "  test-reliability  the long fault-under-load and fuzzing suite"
+	@echo "  lint              ruff check + format check"
+	@echo "  typecheck         mypy --strict over the packages and tests"
+	@echo "  schemas           export the JSON Schemas of the contracts into schemas/json/"
+	@echo "  eval              demo gold set through the real pipeline (a CI-style gate)"
+	@echo "  eval-locomo       LoCoMo from LOCOMO=../shared/data/locomo"
+	@echo "  bench             ~3-minute smoke of every speed figure (JSON lines with targets)"
+	@echo "  bench-ingest      ingest throughput vs the COPY ceiling"
+	@echo "  bench-retrieve    retrieve_context latency at scale"
+	@echo "  bench-embed       embedding model throughput"
+	@echo "  bench-pipeline    the embed stage among all stages vs its model alone"
+	@echo "  bench-herb        HERB enterprise corpus through the graph stages (HERB=../shared/data/herb)"
+	@echo "  venv              create .venv and install the project"
+	@echo "  models            fetch the BGE model into .state/models"
+	@echo "  infra             start Kafka, Postgres and s3proxy (deploy/stack.sh)"
+	@echo "  env               write .env (once) and .state/stack.env"
+	@echo "  clean             down, then remove .state/"
+	@echo "  help              this list"
 
 $(BIN)/.installed: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 ($(PY)) is required"; exit 1; }

@@ -1,6 +1,6 @@
 """Extractor handler: ``om.documents.v1`` batch -> one ``GraphEvent`` per touched document on ``om.graph.v1``.
 
-Order (DESIGN.md "Delivery"):
+Order (docs/architecture.md "Delivery"):
 1. parse events (invalid -> dead letter); one extraction per document, from its CURRENT projection state
    (an older event of a document re-derives the current state: the result is the same event id);
 2. read the archived envelope (text, author and participant identity keys in source order) and the child

@@ -1,6 +1,6 @@
 """Pure per-document decisions of the ingest stage (no I/O).
 
-Rules (DESIGN.md "Write-path rules"):
+Rules (docs/architecture.md "Write-path rules"):
 - content: the newest ``event_time`` wins; an older upsert never overwrites newer content; a tombstone
   (``op=delete``) wins over older upserts and loses to newer ones (which revive the document);
 - ACL: last-writer-wins on ``acl_event_time`` (the envelope's ``event_time`` when absent), for every op;

@@ -1,6 +1,6 @@
 """Ingest handler: one batch of envelope records -> one Postgres transaction -> archived blobs -> events.
 
-Order (DESIGN.md "Delivery" and "Write-path rules"):
+Order (docs/architecture.md "Delivery" and "Write-path rules"):
 1. parse/validate every record; invalid ones are dead-lettered with the field at fault;
 2. in ONE transaction: claim the envelope ids in ``processed_events`` with their content digest
    (redeliveries are skipped; an id re-used with different content is dead-lettered after commit,

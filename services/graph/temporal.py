@@ -1,6 +1,6 @@
 """Pure temporal and ACL SQL builders for graph reads (no I/O; the SQL is returned as text + params).
 
-Temporal rules (DESIGN.md "Bi-temporal graph"):
+Temporal rules (docs/architecture.md "Bi-temporal graph"):
 - both axes omitted: currently active facts — valid now and not invalidated;
 - ``as_of`` (world) with no ``believed_as_of``: what we believe NOW held at ``as_of``;
 - ``believed_as_of`` alone: what we believed then, about then (world validity at the belief instant);
