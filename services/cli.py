@@ -151,10 +151,12 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--groups", help="comma-separated group:<uuid> (or ORGMEM_MCP_GROUPS); default: the directory")
     from services.eval.cli import add_eval_commands
     from services.ops.cli import add_ops_commands
+    from services.ops.consolidate import add_consolidate_commands
     from services.ops.retention import add_retention_commands
 
     add_ops_commands(sub)
     add_retention_commands(sub)
+    add_consolidate_commands(sub)
     add_eval_commands(sub)
     return ap
 
@@ -169,7 +171,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention"}
+ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention", "consolidate"}
 
 
 async def _run(handler: Command, settings: Settings, args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import uvicorn
 from embedder.repository import ensure_hnsw_index
 from services import generations, tracing
 from services.api.app import create_app
+from services.consolidation.run import periodic_consolidation
 from services.kafka.topics import ensure_topics
 from services.ops.retention import periodic_retention
 from services.runtime import Runtime, build_runtime
@@ -98,6 +99,11 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
         if set(stages) >= {"ingest"}
         else None
     )
+    consolidation_task = (
+        asyncio.create_task(periodic_consolidation(settings, lambda: holder["rt"].pool))
+        if settings.consolidation_enabled and set(stages) >= {"ingest"}
+        else None
+    )
     try:
         if app is not None:
             config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
@@ -110,6 +116,7 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
             await stop.wait()
     finally:
         watcher.cancel()
-        if retention_task is not None:
-            retention_task.cancel()
+        for task in (retention_task, consolidation_task):
+            if task is not None:
+                task.cancel()
         await stop_runtime(holder["rt"])

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # --- agents (MCP, memory writes) -------------------------------------------------------------
     memory_write_cooldown_s: float = Field(default=0.0, ge=0, description="seconds between writes of a session")
     memory_write_cap: int = Field(default=200, ge=1, description="memory writes per (principal, session)")
+    consolidation_enabled: bool = Field(default=False, description="scheduled memory consolidation in orgmem up")
+    consolidation_interval_s: float = Field(default=86_400.0, gt=0, description="seconds between scheduled runs")
+    consolidation_sim: float = Field(default=0.92, gt=0, le=1, description="cosine floor of near-duplicate memories")
     preload_top_k: int = Field(default=5, ge=1, le=20, description="memories and passages (each) a preload considers")
     mcp_allowed_hosts: str = Field(
         default="127.0.0.1:*,localhost:*,[::1]:*", description="Host header allow-list of /mcp (comma-separated)"

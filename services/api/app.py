@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request, Response
 
 from services.api import (
     admin,
+    consolidations,
     errors,
     graph,
     health,
@@ -62,6 +63,7 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(health.router)
     app.include_router(ingress.router, responses=errors.responses(409))
     app.include_router(memories.router, responses=errors.responses(403, 404, 429))
+    app.include_router(consolidations.router, responses=errors.responses(403, 404, 409))
     mcp.mount(app, mcp_server, rt.settings)
     app.include_router(tools.router, responses=errors.responses(502))
     app.include_router(preload.router, responses=errors.responses(502))

@@ -76,4 +76,24 @@ async def carry_over(conn: asyncpg.Connection, src: str, dst: str, *, final: boo
                     f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}"
                 )
                 copied[table] = int(status.rsplit(" ", 1)[-1])
+            copied |= await _carry_consolidations(conn, s, d)
     return copied
+
+
+async def _carry_consolidations(conn: asyncpg.Connection, s: str, d: str) -> dict[str, int]:
+    """Memory merges are decisions, not in the log: at the switch, copy the records whose documents the rebuild
+    has (chunk and document ids are deterministic) and hide the absorbed chunks again, as the live schema does."""
+    if not await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{d}.memory_consolidations"):
+        return {}
+    status = await conn.execute(
+        f"INSERT INTO {d}.memory_consolidations SELECT m.* FROM {s}.memory_consolidations m"
+        f" WHERE EXISTS (SELECT 1 FROM {d}.documents x WHERE x.id = m.survivor_id) ON CONFLICT (id) DO NOTHING"
+    )
+    hidden = await conn.execute(
+        f"UPDATE {d}.chunks c SET deleted = true FROM {d}.memory_consolidations m"
+        f" WHERE m.undone_at IS NULL AND c.id = ANY(m.hidden_chunks) AND NOT c.deleted"
+    )
+    return {
+        "memory_consolidations": int(status.rsplit(" ", 1)[-1]),
+        "consolidated_chunks": int(hidden.rsplit(" ", 1)[-1]),
+    }
