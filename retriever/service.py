@@ -32,6 +32,7 @@ from retriever.compose import (
     plan_dict,
     resolve_time,
 )
+from retriever.fabric import fabric_graph, fabric_join
 from retriever.gaps import analyze_gaps, numbered_citation_list
 from retriever.graph_channel import (
     GraphContext,
@@ -160,6 +161,16 @@ class RetrieverService:
             )
         return ctx
 
+    async def _fabric_graph(self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes) -> GraphContext:
+        """The fabric's graph channel: seeds from the query's entity hints too; a failing graph is not fatal."""
+        try:
+            async with self.pool.acquire() as conn:
+                return await fabric_graph(conn, req, viewer, axes)
+        except (asyncpg.PostgresError, OSError, TimeoutError) as exc:
+            ctx = GraphContext()
+            ctx.notes["fabric"] = f"graph unavailable: {type(exc).__name__}"
+            return ctx
+
     async def retrieve_context(self, req: RetrieveContextRequest, viewer: Viewer) -> RetrieveContextResponse:
         with tracing.span("retrieve_context") as sp:
             tracing.set_attributes(sp, workspace=req.workspace, mode=req.mode)
@@ -193,8 +204,10 @@ class RetrieverService:
                 axes=axes,
                 now=now,
             ),
-            self._graph(req, principals, axes),
+            self._fabric_graph(req, principals, axes) if req.mode == "fabric" else self._graph(req, principals, axes),
         )
+        if req.mode == "fabric":
+            found, graph, fabric_diag = fabric_join(found, graph, now)
         facts = graph.structured_facts
         packed = pack_context(
             req.mode,
@@ -223,6 +236,18 @@ class RetrieverService:
             },
             "packing": packing_diagnostics(packed, req.max_tokens),
         }
+        if req.mode == "fabric":
+            diag["fabric"] = fabric_diag
+            cross, relations = set(fabric_diag["cross_validated"]), fabric_diag["relations"]
+            passages = [
+                p.model_copy(
+                    update={
+                        "cross_validated": str(p.chunk_id) in cross,
+                        "graph_relations": relations.get(str(p.chunk_id)) or None,
+                    }
+                )
+                for p in passages
+            ]
         answer, gaps = None, None
         if req.synthesize:
             answer, diag["synthesis"] = await self._synthesize(req.query, passages)

@@ -12,10 +12,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from schemas import admin
+from schemas.consolidation import ConsolidationList, UndoResult
 from schemas.envelope import ChangeEnvelope
 from schemas.events import ChunksToEmbed, DocumentEvent
 from schemas.graph import EntityCard, FactsResponse, GraphEvent, PersonCard, QueryFactsRequest
 from schemas.memory import RememberRequest, RememberResponse
+from schemas.preload import PreloadRequest, PreloadResponse
 from schemas.procedures import (
     CreateProcedureRequest,
     ProcedureDetail,
@@ -51,6 +53,10 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "admin.retention_audit_page.v1": admin.PurgeAuditPage,
     "admin.document_access.v1": admin.DocumentAccess,
     "admin.viewer_access.v1": admin.ViewerAccess,
+    "preload.request.v1": PreloadRequest,
+    "preload.response.v1": PreloadResponse,
+    "consolidation.list.v1": ConsolidationList,
+    "consolidation.undo.v1": UndoResult,
     "remember.request.v1": RememberRequest,
     "remember.response.v1": RememberResponse,
     "query_facts.request.v1": QueryFactsRequest,

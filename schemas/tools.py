@@ -20,7 +20,7 @@ MAX_LIMIT = 50
 DEFAULT_LIMIT = 10
 MAX_TOKENS = 100_000
 
-Mode = Literal["vector_first", "graph_first", "joint"]
+Mode = Literal["vector_first", "graph_first", "joint", "fabric"]
 Grain = Literal["day", "month", "quarter", "year", "unknown"]
 Arms = Literal["full", "hybrid", "lexical", "dense"]
 Tool = Literal["retrieve_context", "search_knowledge_base", "remember", "forget"]
@@ -124,6 +124,12 @@ class Passage(BaseModel):
     event_time: datetime
     kind: str
     url: str | None = None
+    cross_validated: bool | None = Field(
+        default=None, description="mode fabric: the graph returned a fact this passage states"
+    )
+    graph_relations: list[dict[str, str]] | None = Field(
+        default=None, description="mode fabric: relations of the graph entities this passage names"
+    )
 
 
 class SearchKnowledgeBaseResponse(BaseModel):
