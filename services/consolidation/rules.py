@@ -33,6 +33,8 @@ _STATEMENT = re.compile(
 _NEGATED_OR_HEDGED = re.compile(r"\b(not|never|no longer|maybe|might|perhaps|sometimes)\b", re.IGNORECASE)
 # Predicates with one value at a time: a newer statement replaces the older whatever its object.
 EXCLUSIVE = frozenset({"works at", "works for", "reports to", "lives in", "is based in"})
+# "<the / our / Alice's> <attribute> is <value>": an attribute has one value at a time ("the deploy day is Friday").
+_ATTRIBUTE = re.compile(r"^(?:the|our|my|their|his|her|its|[\w.-]+(?:'s|’s))\s+\w", re.IGNORECASE)
 # Trailing words that do not name the thing a statement is about ("... light mode now", "... instead").
 _TRAILING = frozenset({"now", "instead", "again", "too", "also", "anymore", "today", "lately", "nowadays"})
 
@@ -65,7 +67,8 @@ def cosine(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> float:
 def statement_key(text: str) -> tuple[str, ...] | None:
     """What a plainly stated fact is about, or None (hedged or negated statements never reconcile).
 
-    For an exclusive predicate (``EXCLUSIVE``) the key is (subject, predicate); for any other the head of the
+    For an exclusive predicate (``EXCLUSIVE``, or "is" after an attribute such as "the deploy day" or
+    "Alice's editor") the key is (subject, predicate); for any other the head of the
     object joins it — "prefers dark mode" and "prefers light mode" contradict, "prefers tea" does not — so two
     compatible statements sharing only a verb are never merged.
     """
@@ -73,7 +76,7 @@ def statement_key(text: str) -> tuple[str, ...] | None:
     if m is None or _NEGATED_OR_HEDGED.search(text):
         return None
     subject, predicate = normalise(m["subject"]), m["predicate"].lower()
-    if predicate in EXCLUSIVE:
+    if predicate in EXCLUSIVE or (predicate in ("is", "are") and _ATTRIBUTE.match(m["subject"])):
         return subject, predicate
     words = [w for w in normalise(m["object"]).split() if w not in _TRAILING]
     return (subject, predicate, words[-1]) if words else None

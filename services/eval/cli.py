@@ -23,6 +23,7 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 
     from rich.progress import Progress
 
+    from services.eval import flags
     from services.eval.live import run_live
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -46,6 +47,7 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
             reuse=args.reuse,
             progress=progress,
             loader_context=args.loader_context,
+            eval_flags=flags.parse_flags(args.flags),
         )
     print(result.table())
     failures = []
@@ -105,6 +107,10 @@ def add_eval_commands(sub: Any) -> None:
         choices=["turn", "speaker", "speaker_prev"],
         help="turn (default) = the connector protocol, each message alone; speaker / speaker_prev = the loader "
         "rewrites chat text itself: an UPPER BOUND, not what a connector sends",
+    )
+    e.add_argument(
+        "--flags",
+        help="comma list of preload, consolidation, fabric: each on and off on the same data, deltas against full",
     )
     e.add_argument("--min-recall", type=float, help="fail unless the full arm's recall@10 reaches this")
     e.add_argument(

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas.tools import RetrieveContextRequest
 from services.db.migrate import migrate
+from services.eval import flags
 from services.eval.datasets import Context, any_visible, event_visibility, iter_envelopes, iter_queries
 from services.eval.gold import GoldQuery, Prediction, write_predictions
 from services.eval.metrics import Report, compare_table, score
@@ -42,12 +42,18 @@ class LiveResult:
     query_seconds: dict[str, float] = field(default_factory=dict)
     out_dir: Path | None = None
     protocol: str = "connector"
+    latencies_ms: dict[str, list[float]] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
 
     def table(self) -> str:
         timing = ", ".join(f"{a} {s:.1f}s" for a, s in self.query_seconds.items())
+        deltas = f"\n\nflags {', '.join(self.flags)} against full:\n" + flags.deltas_table(
+            self.reports, self.latencies_ms
+        )
         return (
             compare_table(self.reports) + f"\n\nevents {self.events}, queries {self.queries}; ingest+embed wall"
             f" {self.ingest_seconds:.1f}s; query wall per arm: {timing}; protocol: {self.protocol}"
+            + (deltas if self.flags else "")
         )
 
 
@@ -66,29 +72,14 @@ def eval_settings(base: Settings, *, tag: str, embedder: str, dataset: Path) -> 
     )
 
 
-async def _drained(settings: Settings, produced: int) -> tuple[bool, int]:
+async def _drained(settings: Settings, produced: int, stages: Sequence[str] = ("ingest", "embed")) -> tuple[bool, int]:
     ingest = await stage_lag(settings, "ingest")
-    embed = await stage_lag(settings, "embed")
-    return ingest.lag == 0 and embed.lag == 0 and ingest.committed >= produced, ingest.committed
+    others = [await stage_lag(settings, s) for s in stages if s != "ingest"]
+    return ingest.lag == 0 and all(o.lag == 0 for o in others) and ingest.committed >= produced, ingest.committed
 
 
 async def _predict(service: Any, q: GoldQuery, workspace: str, arm: str, limit: int) -> Prediction:
-    names = [str(s) for s in (q.subjects or ())]
-    req = RetrieveContextRequest(
-        query=q.query[:2000],
-        workspace=workspace,
-        limit=limit,
-        arms=arm,
-        as_of=q.as_of,
-        mode=q.mode or "vector_first",
-        about=names[0] if names else None,
-    )
-    resp = await service.retrieve_context(req, q.viewer.viewer())
-    ids = list(dict.fromkeys(p.external_id for p in resp.passages))
-    scores: dict[str, float] = {}
-    for p in resp.passages:
-        scores.setdefault(p.external_id, p.score)
-    return Prediction(qid=q.qid, doc_ids=ids, doc_scores=[scores[i] for i in ids])
+    return await flags.predict(service, q, workspace, arm, limit)
 
 
 async def run_live(
@@ -106,6 +97,7 @@ async def run_live(
     concurrency: int = 4,
     progress: Progress | None = None,
     loader_context: Context = "turn",
+    eval_flags: Sequence[str] = (),
 ) -> LiveResult:
     """``keep`` leaves the isolated schema/topics in place (the run's tag is printed); ``reuse=<tag>``
     queries such a kept run again without re-ingesting (same data, e.g. after a ranking change).
@@ -122,19 +114,20 @@ async def run_live(
     if not reuse:
         await migrate(settings.database_url, settings.db_schema)
         await ensure_topics(settings)
-    rt = await start_runtime(settings, [] if reuse else ["ingest", "embed"])
+    stages = ["ingest", "embed", *(["extract", "conflicts"] if "fabric" in eval_flags else [])]
+    rt = await start_runtime(settings, [] if reuse else stages)
     try:
         began = time.perf_counter()
         if reuse:
             produced = sum(1 for _ in iter_envelopes(dataset, workspace=workspace, limit=limit_events))
         else:
-            produced = await _load(settings, dataset, workspace, limit_events, progress, loader_context)
+            produced = await _load(settings, dataset, workspace, limit_events, progress, loader_context, stages)
         ingest_seconds = time.perf_counter() - began
-        return await _query_all(
+        result = await _query_all(
             get_service(rt),
             dataset,
             workspace,
-            arms,
+            [*arms, *(a for a in flags.flag_arms(eval_flags) if a not in arms)],
             produced,
             ingest_seconds,
             limit_events,
@@ -146,6 +139,10 @@ async def run_live(
             progress,
             "connector" if loader_context == "turn" else f"loader-context {loader_context} (upper bound)",
         )
+        result.flags = tuple(eval_flags)
+        if "consolidation" in eval_flags:
+            await _consolidation_arms(rt, result, dataset, workspace, limit_events, limit_queries, k, concurrency)
+        return result
     finally:
         await stop_runtime(rt)
         if not keep and not reuse:
@@ -159,8 +156,9 @@ async def _load(
     limit_events: int | None,
     progress: Progress | None,
     loader_context: Context = "turn",
+    stages: Sequence[str] = ("ingest", "embed"),
 ) -> int:
-    """Produce the dataset's envelopes and wait until ingest and embed have drained them."""
+    """Produce the dataset's envelopes and wait until every running write stage has drained them."""
     produced = 0
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as prod:
         batch = []
@@ -173,7 +171,7 @@ async def _load(
     done = False
     while not done:
         await asyncio.sleep(1.0)
-        done, committed = await _drained(settings, produced)
+        done, committed = await _drained(settings, produced, stages)
         if progress:
             progress("ingest+embed", min(committed, produced), produced)
     return produced
@@ -206,7 +204,9 @@ async def _query_all(
         async def one(q: GoldQuery, arm: str = arm) -> Prediction:
             nonlocal finished
             async with sem:
+                t0 = time.perf_counter()
                 pred = await _predict(service, q, workspace, arm, k)
+                result.latencies_ms.setdefault(arm, []).append((time.perf_counter() - t0) * 1000)
             finished += 1
             if progress:
                 progress(f"queries [{arm}]", finished, len(queries))
@@ -244,3 +244,47 @@ async def _cleanup(settings: Settings) -> None:
         schema=settings.db_schema,
         namespace=settings.topic_namespace,
     )
+
+
+async def _consolidation_arms(
+    rt: Any,
+    result: LiveResult,
+    dataset: Path,
+    workspace: str,
+    limit_events: int | None,
+    limit_queries: int | None,
+    k: int,
+    concurrency: int,
+) -> None:
+    """``--flags consolidation``: consolidate the loaded workspace, query ``full`` again, undo every merge of the
+    run, query ``full`` once more (equal to ``full`` when undo restores the ranking exactly)."""
+    from retriever.wiring import get_service
+    from services.consolidation.run import consolidate, undo_consolidation
+
+    report = await consolidate(rt.pool, workspace, sim=rt.settings.consolidation_sim, apply=True, actor="eval")
+    print(f"consolidation: {report.memories} memories, {len(report.merges)} merges", flush=True)
+    for arm in (flags.CONSOLIDATED, flags.UNDONE):
+        if arm == flags.UNDONE:
+            for m in report.merges:
+                if m.consolidation_id is not None:
+                    await undo_consolidation(
+                        rt.pool, m.consolidation_id, principal_id=None, principals=[], is_admin=True
+                    )
+        more = await _query_all(
+            get_service(rt),
+            dataset,
+            workspace,
+            [arm],
+            result.events,
+            result.ingest_seconds,
+            limit_events,
+            limit_queries,
+            k,
+            result.out_dir,
+            "",
+            concurrency,
+            None,
+        )
+        result.reports |= more.reports
+        result.query_seconds |= more.query_seconds
+        result.latencies_ms |= more.latencies_ms

@@ -60,6 +60,9 @@ def test_statement_key_shapes() -> None:
     assert statement_key("Dana reports to Sam") == ("dana", "reports to")
     assert statement_key("preference: Alice prefers the light theme") == ("alice", "prefers", "theme")
     assert statement_key("Ship it on Friday") is None
+    assert statement_key("The payments deploy day is Friday") == ("the payments deploy day", "is")
+    assert statement_key("Alice's favourite editor is Vim") == ("alice s favourite editor", "is")
+    assert statement_key("Alice is on call") == ("alice", "is", "call")  # a person "is" many things at once
 
 
 def test_an_absorbed_memory_is_not_absorbed_twice() -> None:
