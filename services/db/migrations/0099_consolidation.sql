@@ -1,4 +1,4 @@
--- 0011: memory consolidation that supersedes, never deletes (seed 002, corrected).
+-- consolidation: memory consolidation that supersedes, never deletes (seed 002, corrected).
 -- A row is one merge: the survivor, the memories it absorbed, why, and exactly what changed so undo can put it
 -- back — the absorbed memories' chunks that stopped ranking (hidden_chunks), the version each absorbed memory had
 -- (an undo never resurrects a memory edited or forgotten since) and the facts whose validity was closed.
