@@ -13,11 +13,51 @@ import httpx
 
 from services.api.app import create_app
 from services.settings import Settings
+from services.sources import all_visible_sql, array_sources
 from tests.integration.admin_helpers import ADMIN
-from tests.integration.helpers import envelope, eventually, fetch, fetchval, later, principal, produce
+from tests.integration.helpers import connect, envelope, eventually, fetch, fetchval, later, principal, produce
 from tests.integration.test_index_context import in_thread
 
 STAGES = ("ingest", "extract", "conflicts")
+
+
+async def test_the_one_rule_all_live_sources_visible(settings: Settings, pipeline: Any) -> None:
+    """``services.sources.all_visible_sql`` on real rows: at least one live source, every live one visible;
+    deleted and purged (missing) sources neither vouch nor hide."""
+    await pipeline("ingest")  # migrates the isolated schema
+    g, h = principal(), principal()
+    docs = {name: uuid.uuid4() for name in ("pub", "priv", "both", "gone_priv")}
+    conn = await connect(settings)
+    try:
+        for name, principals, deleted in (
+            ("pub", [g], False),
+            ("priv", [h], False),
+            ("both", [g, h], False),
+            ("gone_priv", [h], True),
+        ):
+            await conn.execute(
+                "INSERT INTO documents (id, workspace, source_system, external_id, kind, event_time, principals,"
+                " deleted_at) VALUES ($1, 'default', 't', $2, 'message', now(), $3, CASE WHEN $4 THEN now() END)",
+                docs[name],
+                name,
+                principals,
+                deleted,
+            )
+
+        async def sees(viewer: list[str], *names: str) -> bool:
+            ids = [docs[n] if n in docs else uuid.uuid4() for n in names]  # unknown name: a purged document
+            rule = all_visible_sql(array_sources("$1::uuid[]"), "$2")
+            return bool(await conn.fetchval(f"SELECT {rule}", ids, viewer))
+
+        assert await sees([g], "pub") and await sees([g], "pub", "both")
+        assert not await sees([g], "pub", "priv")  # one invisible source hides the row
+        assert await sees([g, h], "pub", "priv")
+        assert await sees([g], "pub", "gone_priv")  # a deleted source no longer hides it
+        assert not await sees([h], "gone_priv")  # nor vouches for it
+        assert await sees([g], "pub", "purged") and not await sees([g], "purged")
+        assert not await sees([g]) and not await sees([], "pub")
+    finally:
+        await conn.close()
 
 
 def hdr(*groups: str) -> dict[str, str]:
@@ -81,6 +121,12 @@ async def test_identity_learnt_only_from_a_private_document_stays_private(settin
             assert str(pu) in text and phone in text
         # the profile cache (keyed by the evidence set) never serves one viewer's aliases to another
         assert str(pu) not in (await seen_by(pub))[3]
+        # an email is resolved (author filter) only by a viewer who sees every document that carried it
+        kb = {"query": "Priya", "author": "priya@corp.example"}
+        found = await c.post("/tools/worldbuilder_kb", json=kb, headers=hdr(pub, sec))
+        hidden = await c.post("/tools/worldbuilder_kb", json=kb, headers=hdr(pub))
+        assert {d["external_id"] for d in found.json()["results"]} == {"P/1", "S/1"}, found.text
+        assert hidden.status_code == 200 and hidden.json()["results"] == []
         # ACL change: S/1 becomes public -> the outsider now sees what it carries
         await produce(settings, envelope("S/1", op="acl", principals=[pub, sec], acl_event_time=later(100)))
         await eventually(
