@@ -287,3 +287,35 @@ async def test_purge_removes_derived_values_and_identities(settings: Settings, p
         assert await fetchval(settings, "SELECT count(*) FROM facts WHERE value = 'VP of Engineering'") >= 1
         gone = await c.get(f"/v1/graph/persons/by-platform-user/{pu}", headers=hdr(g))
         assert gone.status_code == 404
+
+
+async def test_extracted_identity_key_is_sourced_by_the_documents_that_named_it(
+    settings: Settings, pipeline: Any
+) -> None:
+    """A key the extractor finds in text (``@eid_…``) is derived from those documents (conflicts stage)."""
+    rt = await pipeline(*STAGES, "retrieve")
+    pub, sec = principal(), principal()
+    await produce(
+        settings,
+        envelope("P/1", "Thanks @eid_1a2b3c4d for the review.", principals=[pub]),
+        envelope("S/1", "@eid_1a2b3c4d is leaving next month.", principals=[sec], event_time=later(1)),
+    )
+    await _drained(settings, 2)
+    person = await eventually(
+        lambda: fetchval(settings, "SELECT person_id FROM person_aliases WHERE namespace = 'herb_eid'")
+    )
+    sources = await eventually(
+        lambda: fetch(
+            settings,
+            "SELECT d.external_id FROM person_alias_sources s JOIN documents d ON d.id = s.document_id"
+            " WHERE s.namespace = 'herb_eid' ORDER BY 1",
+        ),
+        until=lambda rows: len(rows) == 2,
+    )
+    assert [r["external_id"] for r in sources] == ["P/1", "S/1"]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+        outside = await c.get(f"/v1/graph/persons/{person}", headers=hdr(pub))
+        inside = await c.get(f"/v1/graph/persons/{person}", headers=hdr(pub, sec))
+        assert outside.status_code == inside.status_code == 200, outside.text
+        assert "herb_eid:eid_1a2b3c4d" not in outside.json()["aliases"]
+        assert "herb_eid:eid_1a2b3c4d" in inside.json()["aliases"]
