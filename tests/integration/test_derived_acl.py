@@ -245,6 +245,14 @@ async def test_deleted_or_narrowed_message_leaves_its_followers_index(settings: 
     await eventually(lambda: index_of("B"), until=lambda r: "marmalade" not in r[0] and r[3])
     _, hashed, lex, _ = await index_of("B")
     assert "marmalad" not in lex and hashed != b_before[1]
+    # an edit that moves E after its old follower F: F's index no longer carries E's old words
+    await produce(settings, msg("E", "The safe word is pumpernickel.", 30, "eve"), msg("F", "Understood.", 31, "fay"))
+    has_f = "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.external_id = 'F'"
+    await eventually(lambda: fetchval(settings, has_f))
+    await eventually(lambda: index_of("F"), until=lambda r: "pumpernickel" in r[0] and r[3])
+    await produce(settings, msg("E", "Never mind.", 40, "eve"))
+    await eventually(lambda: index_of("F"), until=lambda r: "pumpernickel" not in r[0] and r[3])
+    assert "pumpernickel" not in (await index_of("F"))[2]
     # C is narrowed to another group: D (still g's) loses C's text from its index
     await produce(settings, envelope("C", op="acl", principals=[h], acl_event_time=later(20)))
     await eventually(lambda: index_of("D"), until=lambda r: "quetzal" not in r[0] and r[3])
