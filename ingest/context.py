@@ -112,25 +112,35 @@ async def _lock_threads(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]) 
 
 
 async def _followers(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-    """The next ``PREV_MESSAGES`` live messages of each document's thread (same principals, and any)."""
+    """The next ``PREV_MESSAGES`` live messages of each document's thread (same principals, and any), after
+    every position the document held: its current ``event_time`` and that of each of its versions. A delete
+    (or an edit) moves a message's ``event_time``; the followers of where it WAS carry its text in their
+    context and must be re-indexed too."""
     rows = await conn.fetch(
         f"""
-        SELECT DISTINCT f.id FROM documents m
+        WITH m AS (
+            SELECT d.id, d.workspace, d.principals, {_key("d")} AS k, d.event_time AS at FROM documents d
+             WHERE d.id = ANY($1::uuid[]) AND d.kind = 'message'
+            UNION
+            SELECT d.id, d.workspace, d.principals, {_key("d")}, v.event_time FROM documents d
+              JOIN document_versions v ON v.document_id = d.id
+             WHERE d.id = ANY($1::uuid[]) AND d.kind = 'message'
+        )
+        SELECT DISTINCT f.id FROM m
         CROSS JOIN LATERAL (
             (SELECT n.id FROM documents n
-              WHERE n.workspace = m.workspace AND {_key("n")} = {_key("m")}
+              WHERE n.workspace = m.workspace AND {_key("n")} = m.k
                 AND n.kind = 'message' AND n.deleted_at IS NULL AND n.id <> m.id
-                AND (n.event_time, n.id) > (m.event_time, m.id) AND n.event_time <= m.event_time + $2::interval
+                AND (n.event_time, n.id) > (m.at, m.id) AND n.event_time <= m.at + $2::interval
                 AND n.principals @> m.principals AND n.principals <@ m.principals
               ORDER BY n.event_time, n.id LIMIT $3)
             UNION ALL
             (SELECT n.id FROM documents n
-              WHERE n.workspace = m.workspace AND {_key("n")} = {_key("m")}
+              WHERE n.workspace = m.workspace AND {_key("n")} = m.k
                 AND n.kind = 'message' AND n.deleted_at IS NULL AND n.id <> m.id
-                AND (n.event_time, n.id) > (m.event_time, m.id) AND n.event_time <= m.event_time + $2::interval
+                AND (n.event_time, n.id) > (m.at, m.id) AND n.event_time <= m.at + $2::interval
               ORDER BY n.event_time, n.id LIMIT $3)
         ) f
-        WHERE m.id = ANY($1::uuid[]) AND m.kind = 'message'
         """,
         list(doc_ids),
         PREV_WINDOW,

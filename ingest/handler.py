@@ -27,7 +27,7 @@ from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, encode_batch, line_key
 from ingest.chunking import ChunkPlan, content_hash, plan_chunks
 from ingest.membership import apply_memberships, is_membership
-from ingest.people import PersonInput, person_input, resolve_people
+from ingest.people import PersonInput, person_input, replace_alias_sources, resolve_people
 from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
 from schemas.validation import Rejected
@@ -173,7 +173,7 @@ class IngestHandler:
         if not new:
             return touched
 
-        roles, authors = await self._resolve_people(conn, new)
+        roles, authors, keys = await self._resolve_people(conn, new)
 
         outcomes: list[Outcome] = []
         for i, p in enumerate(new):
@@ -255,6 +255,9 @@ class IngestHandler:
             )
         )
         await repo.replace_participants(conn, list(content_docs), part_rows)
+        # the identity keys each document carried: the sources of those aliases (services/sources.py)
+        alias_rows = [(o.envelope.workspace, *k, d) for d, (o, i) in content_docs.items() for k in keys.get(i, [])]
+        await replace_alias_sources(conn, list(content_docs), alias_rows)
         for doc_id in content_docs:  # as participant_ids reads them: one entry per (person, role) row
             known.participants[doc_id] = []
         for doc_id, pid, _ in part_rows:
@@ -327,8 +330,9 @@ class IngestHandler:
 
     async def _resolve_people(
         self, conn: asyncpg.Connection, new: list[_Parsed]
-    ) -> tuple[dict[int, list[tuple[uuid.UUID, str]]], dict[int, uuid.UUID]]:
-        """Authors and participants of the new envelopes -> person ids, one round trip per workspace."""
+    ) -> tuple[dict[int, list[tuple[uuid.UUID, str]]], dict[int, uuid.UUID], dict[int, list[tuple[str, str]]]]:
+        """Authors and participants of the new envelopes -> person ids, one round trip per workspace; and the
+        identity keys (namespace, value) each envelope carried."""
         slots: dict[str, list[tuple[int, str, PersonInput]]] = {}
         for i, p in enumerate(new):
             people = [(p.env.author, "author")] if p.env.author else []
@@ -338,6 +342,7 @@ class IngestHandler:
                     slots.setdefault(p.env.workspace, []).append((i, role, pi))
         roles: dict[int, list[tuple[uuid.UUID, str]]] = {}
         authors: dict[int, uuid.UUID] = {}
+        keys: dict[int, list[tuple[str, str]]] = {}
         for workspace, items in slots.items():
             system = new[items[0][0]].env.source.system
             ids = await resolve_people(conn, workspace, [pi for _, _, pi in items], system)
@@ -345,7 +350,9 @@ class IngestHandler:
                 roles.setdefault(i, []).append((pid, role))
                 if role == "author":
                     authors[i] = pid
-        return roles, authors
+            for i, _, pi in items:
+                keys.setdefault(i, []).extend((ns, v) for ns, v, _ in pi.keys)
+        return roles, authors, keys
 
     async def _events(
         self,

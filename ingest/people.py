@@ -77,3 +77,24 @@ async def resolve_people(
             new_aliases,
         )
     return result
+
+
+async def replace_alias_sources(
+    conn: asyncpg.Connection, documents: Sequence[uuid.UUID], rows: Sequence[tuple[str, str, str, uuid.UUID]]
+) -> None:
+    """The identity keys each of ``documents`` carries now (rows: workspace, namespace, value, document id):
+    the sources of those aliases (migration 0011). Replaced per version, like participants."""
+    if not documents:
+        return
+    await conn.execute("DELETE FROM person_alias_sources WHERE document_id = ANY($1::uuid[])", list(documents))
+    if rows:
+        await conn.execute(
+            "INSERT INTO person_alias_sources (workspace, namespace, value, document_id)"
+            " SELECT DISTINCT s.* FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[])"
+            " AS s(workspace, namespace, value, document_id)"
+            " JOIN person_aliases a USING (workspace, namespace, value) ON CONFLICT DO NOTHING",
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[3] for r in rows],
+        )

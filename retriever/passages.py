@@ -155,7 +155,7 @@ class PassageSearcher:
         timings: dict[str, float] = {}
         if filters.author:
             async with self.pool.acquire() as conn:
-                author_ids = await sql.resolve_author(conn, workspace, filters.author)
+                author_ids = await sql.resolve_author(conn, workspace, filters.author, viewer)
         scope = sql.SearchScope(
             workspace,
             viewer,

@@ -30,6 +30,7 @@ from typing import Any
 import asyncpg
 
 from services.db.vectors import sql_literal, vector_expr
+from services.sources import alias_visible_sql
 from services.viewer import Principals
 
 DEFAULT_EF_SEARCH = 400
@@ -518,17 +519,24 @@ async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequen
     }
 
 
-async def resolve_author(conn: asyncpg.Connection, workspace: str, author: str) -> tuple[uuid.UUID, ...]:
-    """Author filter value -> person ids: a uuid is taken as is, an email is looked up in the aliases."""
+async def resolve_author(
+    conn: asyncpg.Connection, workspace: str, author: str, viewer: Sequence[str]
+) -> tuple[uuid.UUID, ...]:
+    """Author filter value -> person ids: a uuid is taken as is, an email is looked up in the aliases the
+    viewer may resolve (all-visible over the alias's source documents, ``services.sources``): an email learnt
+    only from a document the viewer cannot see resolves to nobody, as an unknown one does."""
     try:
         return (uuid.UUID(author),)
     except ValueError:
         pass
+    if not viewer:
+        return ()
     rows = await conn.fetch(
         "SELECT a.person_id, p.merged_into FROM person_aliases a JOIN people p ON p.id = a.person_id"
-        " WHERE a.workspace = $1 AND a.namespace = 'email' AND a.value = $2",
+        f" WHERE a.workspace = $1 AND a.namespace = 'email' AND a.value = $2 AND {alias_visible_sql('$3')}",
         workspace,
         author.strip().lower(),
+        list(viewer),
     )
     ids = {r["person_id"] for r in rows} | {r["merged_into"] for r in rows if r["merged_into"]}
     return tuple(sorted(ids))

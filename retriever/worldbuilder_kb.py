@@ -34,7 +34,7 @@ async def resolve_people(conn: asyncpg.Connection, workspace: str, viewer: Princ
         ids = (uuid.UUID(value),)
     except ValueError:
         if "@" in value:
-            ids = await sql.resolve_author(conn, workspace, value)
+            ids = await sql.resolve_author(conn, workspace, value, viewer)
     if ids:
         rows = await conn.fetch(
             "SELECT DISTINCT COALESCE(p.merged_into, p.id) AS id FROM people p WHERE p.id = ANY($1::uuid[])",

@@ -17,7 +17,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
 from services.api.auth import require_admin, require_viewer
+from services.graph.temporal import entity_acl_sql
 from services.runtime import Runtime
+from services.sources import all_visible_sql, array_sources
 from services.taxonomy import Registry, default_registry, load_registry, proposals
 from services.viewer import Viewer
 
@@ -42,17 +44,21 @@ def _registry(rt: Runtime) -> Registry:
 def _visible_sql() -> str:
     """All-visible rule on the proposal's evidence ($2 = the viewer's principals). Derived from facts, so
     the admin role does not widen it: a role header is not a principal."""
-    return (
-        "cardinality(t.evidence) > 0 AND NOT EXISTS (SELECT 1 FROM unnest(t.evidence) ev(id)"
-        " LEFT JOIN documents d ON d.id = ev.id WHERE d.id IS NULL OR d.deleted_at IS NOT NULL"
-        " OR NOT (d.principals && $2::text[]))"
+    return all_visible_sql(array_sources("t.evidence"), "$2")
+
+
+def _columns(viewer: str = "$2") -> str:
+    """The proposal row as ``viewer`` may see it: the host's current value and user id are derived from
+    documents of their own (directory records, identity keys) and shown only under their all-visible rule."""
+    host = proposals.host_visible_sql(
+        viewer, workspace="t.workspace", subject="t.subject_id", predicate="t.predicate", slot="t.slot"
     )
-
-
-_COLUMNS = (
-    "t.*, COALESCE(e.name, p.display_name) AS subject_name FROM taxonomy_proposals t"
-    " LEFT JOIN entities e ON e.id = t.subject_id LEFT JOIN people p ON p.id = t.subject_id"
-)
+    return (
+        f"t.*, CASE WHEN {host} THEN t.host_value END AS visible_host_value,"
+        f" CASE WHEN {proposals.host_entity_visible_sql(viewer)} THEN t.host_entity_id END AS visible_host_entity_id,"
+        " COALESCE(e.name, p.display_name) AS subject_name FROM taxonomy_proposals t"
+        " LEFT JOIN entities e ON e.id = t.subject_id LEFT JOIN people p ON p.id = t.subject_id"
+    )
 
 
 def _proposal(r: asyncpg.Record) -> Proposal:
@@ -63,8 +69,8 @@ def _proposal(r: asyncpg.Record) -> Proposal:
         predicate=r["predicate"],
         subject_id=r["subject_id"],
         subject_name=r["subject_name"],
-        host_entity_id=r["host_entity_id"],
-        current_host_value=r["host_value"],
+        host_entity_id=r["visible_host_entity_id"],
+        current_host_value=r["visible_host_value"],
         proposed_value=r["proposed_value"],
         evidence=list(r["evidence"]),
         confidence=float(r["confidence"]),
@@ -101,7 +107,7 @@ async def list_proposals(
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     if not principals:
         return ProposalList(proposals=[])
-    sql = f"SELECT {_COLUMNS} WHERE t.workspace = $1 AND {_visible_sql()}"
+    sql = f"SELECT {_columns()} WHERE t.workspace = $1 AND {_visible_sql()}"
     args: list[object] = [workspace, principals]
     for col, val in (("t.status", status_), ("t.slot", slot), ("t.subject_id", subject)):
         if val is not None:
@@ -122,7 +128,7 @@ async def _decide(
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
-            f"SELECT {_COLUMNS} WHERE t.id = $1 AND {_visible_sql()} FOR UPDATE OF t", pid, principals
+            f"SELECT {_columns()} WHERE t.id = $1 AND {_visible_sql()} FOR UPDATE OF t", pid, principals
         )
         if row is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible proposal with this id")
@@ -140,7 +146,7 @@ async def _decide(
         )
         if decision == "applied":  # the applied value is the host's ground truth now: re-derive the slot
             await proposals.refresh_subjects(conn, _registry(rt), row["workspace"], [row["subject_id"]])
-        row = await conn.fetchrow(f"SELECT {_COLUMNS} WHERE t.id = $1", pid)
+        row = await conn.fetchrow(f"SELECT {_columns()} WHERE t.id = $1", pid, principals)
     return _proposal(row)
 
 
@@ -166,11 +172,22 @@ async def promote(body: PromotionRequest, request: Request, viewer: ViewerDep) -
         )
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     async with rt.pool.acquire() as conn, conn.transaction():
+        # Not an oracle: a person the caller cannot see answers as a nonexistent one, the host's value is
+        # compared only when the caller sees where it comes from, a decided value only when that proposal is
+        # visible to the caller (services.sources); the evidence must be visible in full.
         subject = await conn.fetchval(
             "SELECT COALESCE(p.merged_into, p.id) FROM people p WHERE p.id = $1 AND p.workspace = $2",
             body.subject.id,
             body.workspace,
         )
+        if subject is not None and principals:
+            seen = await conn.fetchval(
+                f"SELECT 1 FROM entities e WHERE e.id = $1 AND e.workspace = $2 AND {entity_acl_sql('$3')}",
+                subject,
+                body.workspace,
+                principals,
+            )
+            subject = subject if seen else None
         visible = await conn.fetchval(
             "SELECT count(*) FROM documents WHERE id = ANY($1::uuid[]) AND workspace = $2 AND deleted_at IS NULL"
             " AND principals && $3::text[]",
@@ -185,19 +202,27 @@ async def promote(body: PromotionRequest, request: Request, viewer: ViewerDep) -
                 status.HTTP_404_NOT_FOUND, detail={"field": "evidence", "msg": "an evidence document is not visible"}
             )
         host = await proposals.host_values(conn, body.workspace, subject, body.slot, spec.name)
-        if proposals.norm(body.value) in {proposals.norm(h) for h in host}:
+        host_seen = await conn.fetchval(
+            "SELECT " + proposals.host_visible_sql("$5", workspace="$1", subject="$2", predicate="$3", slot="$4"),
+            body.workspace,
+            subject,
+            spec.name,
+            body.slot,
+            principals,
+        )
+        if host_seen and proposals.norm(body.value) in {proposals.norm(h) for h in host}:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 detail={"field": "value", "msg": "this is already the host's value"},
             )
-        prior = await conn.fetchval(
-            "SELECT status FROM taxonomy_proposals WHERE id = $1",
+        prior = await conn.fetchrow(
+            f"SELECT t.status, {_visible_sql()} AS seen FROM taxonomy_proposals t WHERE t.id = $1",
             proposals.proposal_id(body.workspace, subject, body.slot, body.value),
+            principals,
         )
-        if prior in ("applied", "rejected"):
-            raise HTTPException(
-                status.HTTP_409_CONFLICT, detail={"field": "value", "msg": f"the host already {prior} this value"}
-            )
+        if prior is not None and prior["status"] in ("applied", "rejected"):
+            msg = f"the host already {prior['status']} this value" if prior["seen"] else "this value cannot be promoted"
+            raise HTTPException(status.HTTP_409_CONFLICT, detail={"field": "value", "msg": msg})
         pid, _ = await proposals.upsert_proposal(
             conn,
             workspace=body.workspace,
@@ -212,6 +237,6 @@ async def promote(body: PromotionRequest, request: Request, viewer: ViewerDep) -
             origin="promoted",
             fact_id=None,
         )
-        row = await conn.fetchrow(f"SELECT {_COLUMNS} WHERE t.id = $1", pid)
+        row = await conn.fetchrow(f"SELECT {_columns()} WHERE t.id = $1", pid, principals)
     _deliver_soon(rt)
     return _proposal(row)

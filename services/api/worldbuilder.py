@@ -26,6 +26,7 @@ from services.errors import NotFoundError, OrgMemoryError
 from services.graph import cards
 from services.graph import worldbuilder as wb
 from services.graph.profile_synthesis import ProfileSynthesizer
+from services.people import visible_person_by_alias
 from services.runtime import Runtime
 from services.viewer import Principals, Viewer
 
@@ -136,12 +137,7 @@ async def person_by_platform_user(
     rt = _runtime(request)
     principals = _principals(request, viewer)
     async with rt.pool.acquire() as conn:
-        pid = await conn.fetchval(
-            "SELECT COALESCE(p.merged_into, p.id) FROM person_aliases a JOIN people p ON p.id = a.person_id"
-            " WHERE a.workspace = $1 AND a.namespace = 'platform_user' AND a.value = $2",
-            workspace,
-            str(platform_user_id),
-        )
+        pid = await visible_person_by_alias(conn, workspace, principals, "platform_user", str(platform_user_id))
         card = (
             await cards.person_card(conn, workspace=workspace, viewer=principals, person_id=pid)
             if pid is not None

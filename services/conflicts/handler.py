@@ -140,6 +140,18 @@ class ConflictsHandler:
                     people[(e.document_id, x.ref)] = x.person_id
         proposals = await self._bare_names(conn, workspace, events, people, new_people)
         await repo.create_people(conn, workspace, new_people)
+        # an extracted identity key is derived from its document: that document is a source of the alias
+        # (resolved by the extractor or not: every document that carried the key is one of its sources)
+        await repo.add_alias_sources(
+            conn,
+            workspace,
+            [
+                (x.identity.namespace, x.identity.value, e.document_id)
+                for e in events
+                for x in e.entities
+                if x.type == "person" and x.identity is not None
+            ],
+        )
         if new_people:  # another writer may have claimed a key first: its owner wins
             winners = await resolve_person_keys(conn, workspace, [(ns, v) for _, _, ns, v, _ in new_people])
             moved = {

@@ -72,6 +72,26 @@ async def create_people(
     )
 
 
+async def add_alias_sources(
+    conn: asyncpg.Connection, workspace: str, rows: Sequence[tuple[str, str, uuid.UUID]]
+) -> None:
+    """rows: (namespace, value, document id) — a document that carried an identity key is a source of its
+    alias (migration 0011; reads apply the all-visible rule of ``services.sources``). Idempotent."""
+    if not rows:
+        return
+    await conn.execute(
+        "INSERT INTO person_alias_sources (workspace, namespace, value, document_id)"
+        " SELECT DISTINCT $1, s.namespace, s.value, s.document_id"
+        " FROM unnest($2::text[], $3::text[], $4::uuid[]) s(namespace, value, document_id)"
+        " JOIN person_aliases a ON a.workspace = $1 AND a.namespace = s.namespace AND a.value = s.value"
+        " JOIN documents d ON d.id = s.document_id ON CONFLICT DO NOTHING",
+        workspace,
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+    )
+
+
 async def propose_merges(
     conn: asyncpg.Connection, workspace: str, rows: Sequence[tuple[uuid.UUID, uuid.UUID, str, float]]
 ) -> None:

@@ -2,8 +2,10 @@
 
 A purge physically removes expired (``max_age_days`` past their event time) and long-tombstoned
 (``purge_tombstoned_after_days`` past their tombstone) documents in bounded batches. One transaction
-per batch removes the rows — evidence links (facts left without evidence are retracted), entity
-evidence, collaboration contributions (``hooks``: the edges they fed are recomputed), participants, chunks
+per batch removes the rows — evidence links (facts left without evidence are deleted, value and all),
+every derived row whose last source is purged (identity aliases, taxonomy proposals, cached profiles:
+``purged_derived``), entity evidence, collaboration contributions (``hooks``: the edges they fed are
+recomputed), participants, chunks
 (text and vectors), versions, ACL history, the document — records it as purged, queues the
 document's archived envelope lines, and writes one ``retention_audit`` row (who, which policy,
 counts). After the commit the queued lines are blanked in their batch objects (an object whose
@@ -25,6 +27,7 @@ from typing import Any
 import asyncpg
 
 from services.governance import purged
+from services.governance import purged_derived as derived
 from services.governance.holds import HELD_BY
 from services.objectstore.port import ObjectStore
 
@@ -210,6 +213,7 @@ async def _referencing(conn: asyncpg.Connection, table: str) -> list[tuple[str, 
 
 KNOWN = {
     "fact_evidence",
+    "person_alias_sources",
     "entity_evidence",
     "chunks",
     "document_versions",
@@ -246,15 +250,16 @@ async def _purge_rows(
     counts["evidence_links"] = _n(
         await conn.execute("DELETE FROM fact_evidence WHERE document_id = ANY($1::uuid[])", ids)
     )
-    counts["facts_retracted"] = _n(
-        await conn.execute(
-            "UPDATE facts f SET status = 'retracted', invalidated_at = COALESCE(f.invalidated_at, now())"
-            " WHERE f.id = ANY($1::uuid[]) AND f.status <> 'retracted'"
-            " AND NOT EXISTS (SELECT 1 FROM fact_evidence e WHERE e.fact_id = f.id)",
-            affected,
-        )
+    # A fact whose last evidence is purged is derived from nothing any more: the row goes, value and all
+    # (a tombstone only retracts it; a purge must not leave the purged value in facts.value).
+    gone_facts = await conn.fetch(
+        "DELETE FROM facts f WHERE f.id = ANY($1::uuid[])"
+        " AND NOT EXISTS (SELECT 1 FROM fact_evidence e WHERE e.fact_id = f.id) RETURNING f.workspace, f.subject_id",
+        affected,
     )
+    counts["facts_retracted"] = len(gone_facts)
     await conn.execute("DELETE FROM entity_evidence WHERE document_id = ANY($1::uuid[])", ids)
+    subjects = await derived.purge_derived(conn, ids, {(r["workspace"], r["subject_id"]) for r in gone_facts})
     for hook in hooks:  # stages that derive their own rows from documents (collaboration edges)
         await hook(conn, ids)
     # A document's own entity row (id = document id) keeps no name once its document is gone.
@@ -277,6 +282,7 @@ async def _purge_rows(
     )
     await conn.execute("DELETE FROM acl_history WHERE document_id = ANY($1::uuid[])", ids)
     counts["documents"] = _n(await conn.execute("DELETE FROM documents WHERE id = ANY($1::uuid[])", ids))
+    await derived.refresh_host_values(conn, subjects)
     return counts
 
 

@@ -1,6 +1,7 @@
 """Person and entity cards: the visible facts about one entity, both directions, plus collaborators.
 
-A card exists for a viewer only when the entity itself is visible (``temporal.entity_acl_sql``).
+A card exists for a viewer only when the entity itself is visible (``temporal.entity_acl_sql``); a person's
+identity aliases (email, platform user id, handles) only under the all-visible rule over their sources.
 Collaborators are aggregated from the collaboration contributions of documents the viewer can see,
 with the same exponential decay as the collaboration stage (``services.decay``), so a private thread never shows up.
 """
@@ -18,6 +19,7 @@ from services.decay import HALF_LIFE_DAYS, decay_sql
 from services.graph.projects import PROJECT_TYPES, person_projects, project_people
 from services.graph.reads import current_ids, query_facts
 from services.graph.temporal import Params, entity_acl_sql
+from services.people import visible_aliases
 from services.viewer import Principals
 
 FACT_LIMIT = 100
@@ -131,16 +133,17 @@ async def person_card(
     if card is None or card.type != "person":
         return None
     person = await conn.fetchrow("SELECT display_name, primary_email FROM people WHERE id = $1", card.id)
-    keys = await conn.fetch(
-        "SELECT namespace, value FROM person_aliases WHERE person_id = $1 ORDER BY namespace, value", card.id
-    )
-    platform = next((k["value"] for k in keys if k["namespace"] == "platform_user"), None)
+    keys = await visible_aliases(conn, viewer, [card.id])
+    platform = next((v for ns, v in keys if ns == "platform_user"), None)
+    email = person["primary_email"] if person else None
+    if email is not None and ("email", email.lower()) not in keys:  # learnt from a document this viewer lacks
+        email = next((v for ns, v in keys if ns == "email"), None)
     return PersonCard(
         id=card.id,
         name=card.name,
-        email=person["primary_email"] if person else None,
+        email=email,
         platform_user_id=platform,
-        aliases=[f"{k['namespace']}:{k['value']}" for k in keys if k["namespace"] != "name"],
+        aliases=[f"{ns}:{v}" for ns, v in keys if ns != "name"],
         facts=card.facts,
         incoming=card.incoming,
         collaborators=await collaborators(conn, workspace=workspace, viewer=viewer, person=card.id),

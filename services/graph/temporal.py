@@ -7,8 +7,8 @@ Temporal rules (docs/architecture.md "Bi-temporal graph"):
 - both: world at ``as_of`` under the belief held at ``believed_as_of``;
 - ``as_of_grain`` widens the world point to its day / month / quarter / year (a fact matches when its
   validity overlaps that window); ``unknown`` keeps the point.
-ACL rule (all-visible): a fact is visible when it has at least one evidence document that is not
-deleted and EVERY non-deleted evidence document shares a principal with the viewer.
+ACL rule (all-visible, ``services.sources``): a fact is visible when it has at least one evidence document
+that is not deleted and EVERY non-deleted evidence document shares a principal with the viewer.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from services.sources import all_visible_sql, fact_sources
 
 GRAINS = ("day", "month", "quarter", "year", "unknown")
 
@@ -87,28 +89,19 @@ def temporal_sql(
 
 def fact_acl_sql(viewer_param: str, alias: str = "f") -> str:
     """All-visible over the fact's non-deleted evidence documents, with at least one of them."""
-    return (
-        f"EXISTS (SELECT 1 FROM fact_evidence ev JOIN documents dv ON dv.id = ev.document_id"
-        f" WHERE ev.fact_id = {alias}.id AND dv.deleted_at IS NULL)"
-        f" AND NOT EXISTS (SELECT 1 FROM fact_evidence ev JOIN documents dv ON dv.id = ev.document_id"
-        f" WHERE ev.fact_id = {alias}.id AND dv.deleted_at IS NULL AND NOT (dv.principals &&"
-        f" {viewer_param}::text[]))"
-    )
+    return all_visible_sql(fact_sources(f"{alias}.id"), viewer_param)
 
 
 def entity_acl_sql(viewer_param: str, alias: str = "e") -> str:
     """People: seen in at least one visible document (directory data: named, authored, participated).
     Every other entity: all-visible over the documents that named it."""
     visible_doc = f"dv.deleted_at IS NULL AND dv.principals && {viewer_param}::text[]"
+    named = f"SELECT ee.document_id FROM entity_evidence ee WHERE ee.entity_id = {alias}.id"
     return (
         f"(CASE WHEN {alias}.type = 'person' THEN"
         f" EXISTS (SELECT 1 FROM entity_evidence ee JOIN documents dv ON dv.id = ee.document_id"
         f" WHERE ee.entity_id = {alias}.id AND {visible_doc})"
         f" OR EXISTS (SELECT 1 FROM participants pv JOIN documents dv ON dv.id = pv.document_id"
         f" WHERE pv.person_id = {alias}.id AND {visible_doc})"
-        f" ELSE EXISTS (SELECT 1 FROM entity_evidence ee JOIN documents dv ON dv.id = ee.document_id"
-        f" WHERE ee.entity_id = {alias}.id AND dv.deleted_at IS NULL)"
-        f" AND NOT EXISTS (SELECT 1 FROM entity_evidence ee JOIN documents dv ON dv.id = ee.document_id"
-        f" WHERE ee.entity_id = {alias}.id AND dv.deleted_at IS NULL"
-        f" AND NOT (dv.principals && {viewer_param}::text[])) END)"
+        f" ELSE {all_visible_sql(named, viewer_param)} END)"
     )

@@ -27,6 +27,7 @@ from services.decay import HALF_LIFE_DAYS
 from services.graph.projects import PROJECT_TYPES, person_projects, project_people
 from services.graph.reads import current_ids, query_facts, resolve_entities
 from services.graph.temporal import Params, entity_acl_sql
+from services.people import visible_aliases
 from services.viewer import Principals
 
 PROFILE_VERSION = "1"
@@ -243,19 +244,19 @@ async def _activity(
     ]
 
 
-async def _aliases(conn: asyncpg.Connection, entity: EntityBrief) -> tuple[list[ProfileField], str | None]:
+async def _aliases(
+    conn: asyncpg.Connection, entity: EntityBrief, viewer: Principals
+) -> tuple[list[ProfileField], str | None]:
+    """Names and, for a person, the identity aliases THIS viewer may see (all-visible over their sources)."""
     names = [
         r["alias"]
         for r in await conn.fetch("SELECT alias FROM entity_aliases WHERE entity_id = $1 ORDER BY alias", entity.id)
     ]
     platform = None
     if entity.type == "person":
-        keys = await conn.fetch(
-            "SELECT namespace, value FROM person_aliases WHERE person_id = ANY($1::uuid[]) ORDER BY namespace, value",
-            await _person_ids(conn, entity.id),
-        )
-        platform = next((k["value"] for k in keys if k["namespace"] == "platform_user"), None)
-        names += [f"{k['namespace']}:{k['value']}" for k in keys if k["namespace"] not in ("name", "platform_user")]
+        keys = await visible_aliases(conn, viewer, await _person_ids(conn, entity.id))
+        platform = next((v for ns, v in keys if ns == "platform_user"), None)
+        names += [f"{ns}:{v}" for ns, v in keys if ns not in ("name", "platform_user")]
     own = entity.name.casefold()
     out = [ProfileField(value=a, source="alias") for a in dict.fromkeys(names) if a.casefold() != own]
     return out, platform
@@ -319,7 +320,7 @@ async def assemble(conn: asyncpg.Connection, *, workspace: str, viewer: Principa
         direction="both",
     )
     kind = KIND_OF.get(entity.type, "other")
-    aliases, platform = await _aliases(conn, entity)
+    aliases, platform = await _aliases(conn, entity, viewer)
     out: dict[str, Any] = {"subject": entity, "kind": kind, "aliases": aliases, "platform_user_id": platform}
 
     def first(fs: Sequence[Fact]) -> ProfileField | None:  # facts come best first
@@ -403,6 +404,8 @@ async def reground(conn: asyncpg.Connection, *, workspace: str, viewer: Principa
     update: dict[str, Any] = {
         n: (f if f is not None and ok(f) else None) for n in _SINGLE if (f := getattr(profile, n))
     }
+    # aliases carry no evidence list: they are read again for THIS viewer (never served from the cache)
+    update["aliases"], update["platform_user_id"] = await _aliases(conn, profile.subject, viewer)
     update |= {n: [f for f in getattr(profile, n) if ok(f)] for n in _LISTS}
     return profile.model_copy(update=update)
 

@@ -31,6 +31,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from services.sources import alias_visible_sql, all_visible_sql, array_sources, fact_sources
 from services.taxonomy.registry import Registry
 
 log = logging.getLogger("orgmem.taxonomy.proposals")
@@ -80,6 +81,31 @@ async def host_values(
     if not rows:
         return []
     return [r["v"] for r in rows if r["at"] == latest]
+
+
+def host_visible_sql(viewer: str, *, workspace: str, subject: str, predicate: str, slot: str) -> str:
+    """The host's value of a slot is derived from documents too (the structured fields of the subject's
+    directory records, or an applied proposal's evidence): a viewer sees it only when EVERY fact and applied
+    proposal it may come from passes the all-visible rule (``services.sources``) for ``viewer``."""
+    structured = (
+        f"SELECT 1 FROM facts hf WHERE hf.workspace = {workspace} AND hf.subject_id = {subject}"
+        f" AND hf.predicate = {predicate} AND hf.source = 'structured' AND hf.status <> 'retracted'"
+        f" AND hf.invalidated_at IS NULL AND NOT ({all_visible_sql(fact_sources('hf.id'), viewer)})"
+    )
+    applied = (
+        f"SELECT 1 FROM taxonomy_proposals hp WHERE hp.workspace = {workspace} AND hp.subject_id = {subject}"
+        f" AND hp.slot = {slot} AND hp.status = 'applied'"
+        f" AND NOT ({all_visible_sql(array_sources('hp.evidence'), viewer)})"
+    )
+    return f"(NOT EXISTS ({structured}) AND NOT EXISTS ({applied}))"
+
+
+def host_entity_visible_sql(viewer: str, alias: str = "t") -> str:
+    """The host's user id on a proposal is the subject's ``platform_user`` alias: shown under its sources."""
+    return (
+        f"EXISTS (SELECT 1 FROM person_aliases a WHERE a.workspace = {alias}.workspace"
+        f" AND a.namespace = 'platform_user' AND a.value = {alias}.host_entity_id AND {alias_visible_sql(viewer)})"
+    )
 
 
 async def upsert_proposal(
