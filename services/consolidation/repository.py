@@ -16,6 +16,7 @@ import asyncpg
 import numpy as np
 
 from services.consolidation.rules import Memory, Merge
+from services.sources import all_visible_sql, array_sources
 
 # Memories that are candidates: live, of the given source systems, not absorbed by an active merge.
 _CANDIDATES = """
@@ -33,9 +34,8 @@ SELECT d.id, d.author_person_id, d.principals, d.event_time, d.current_version,
                     WHERE m.undone_at IS NULL AND d.id = ANY(m.absorbed_ids))
 """
 
-# A viewer sees a merge only when it sees every document the merge came from (all-visible).
-_VISIBLE = """NOT EXISTS (SELECT 1 FROM documents sd WHERE sd.id = ANY(m.source_document_ids)
-                          AND NOT (sd.principals && $2::text[]))"""
+# A viewer sees a merge only when it sees every document the merge came from (the derived-data rule).
+_VISIBLE = all_visible_sql(array_sources("m.source_document_ids"), "$2")
 
 
 @dataclass(frozen=True, slots=True)
