@@ -10,6 +10,7 @@ from faststream.kafka import KafkaMessage
 
 from retriever.handler import RpcHandler
 from retriever.wiring import get_service
+from services.credentials import KeyStore
 from services.directory import load_static_members
 from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
@@ -30,9 +31,18 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
         rt.settings.topic_namespace,
         memories=get_memory_service(rt),
         hierarchy=rt.hierarchy,
+        keys=rpc_keys(rt),
     )
     handler.static_members = load_static_members(rt.settings.org_hierarchy_path)
     return handler
+
+
+def rpc_keys(rt: Runtime) -> KeyStore:
+    """Keys that may sign requests: ``api_keys`` rows with the ``agent`` scope, and ``SERVICE_API_KEY``
+    (single-key development mode, key id ``dev``) when it is set."""
+    s = rt.settings
+    dev = s.service_api_key.get_secret_value() if s.service_api_key else None
+    return KeyStore(lambda: rt.pool, dev, ttl_s=s.api_key_cache_s)
 
 
 async def _passthrough_decoder(msg: Any) -> Any:
