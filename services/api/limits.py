@@ -177,14 +177,22 @@ def _wrong(field: str, index: int | None = None) -> dict[str, Any]:
     return detail
 
 
+def _api_routes(routes: Any) -> Any:
+    """Every ``APIRoute`` under ``routes`` (FastAPI wraps included routers; walk into them)."""
+    for route in routes or ():
+        if isinstance(route, APIRoute):
+            yield route
+        else:
+            inner = getattr(route, "original_router", route)
+            yield from _api_routes(getattr(inner, "routes", None))
+
+
 def _route_takes_workspace(scope: Scope) -> tuple[bool, bool]:
     """(body model has ``workspace``, query has ``workspace``) of the route this request matches."""
     if scope.get("path", "").startswith("/ingress/"):
         return True, False  # envelopes (validated by hand there) carry a workspace
     app = scope.get("app")
-    for route in getattr(getattr(app, "router", None), "routes", ()):
-        if not isinstance(route, APIRoute):
-            continue
+    for route in _api_routes(getattr(getattr(app, "router", None), "routes", ())):
         match, _ = route.matches(scope)
         if match != Match.FULL:
             continue

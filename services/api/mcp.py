@@ -255,13 +255,17 @@ def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
     async def call(ctx: Context, **arguments: Any) -> CallToolResult:
         found = viewer_of(ctx)
         viewer = await found if inspect.isawaitable(found) else found
+        workspace = credential_workspace(ctx)
+        default = getattr(spec.model.model_fields.get("workspace"), "default", None)
+        if workspace is not None and arguments.get("workspace") == default:
+            arguments.pop("workspace")  # the SDK passes schema defaults: the default is "not given"
         try:
             req = spec.model.model_validate(arguments)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise ToolError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
         try:
-            req = bind_workspace(req, credential_workspace(ctx))
+            req = bind_workspace(req, workspace)
         except CredentialError as exc:
             raise ToolError(f"{exc.field}: {exc.msg} (status {exc.status})") from exc
         try:

@@ -203,7 +203,8 @@ async def test_workspace_comes_from_the_key(keyed: tuple[Settings, str, dict[str
     async with mcp_session(url, h_ws) as mcp:
         ok = await mcp.call_tool("search_knowledge_base", {"query": word})
         assert not ok.is_error and [p["external_id"] for p in ok.structured_content["passages"]] == [f"w-{word}"]
-        bad = await mcp.call_tool("search_knowledge_base", {"query": word, "workspace": "default"})
+        # (the MCP SDK fills schema defaults in, so an argument equal to the default counts as not given)
+        bad = await mcp.call_tool("search_knowledge_base", {"query": word, "workspace": "ws2"})
         text = " ".join(getattr(c, "text", "") for c in bad.content)
         assert bad.is_error and "workspace" in text and "403" in text
 
