@@ -308,3 +308,68 @@ async def test_rpc_signature_rules(settings_factory: Any) -> None:
         assert await refused(headers(agent, "r6")) == (401, "x-orgmem-key-id", "unauthenticated")
     finally:
         await pool.close()
+
+
+# ---- revocation through a running stdio MCP server -------------------------------------------------------
+async def test_stdio_member_removed_loses_access_without_restart(
+    settings_factory: Any, pipeline: Any, tmp_path: Path
+) -> None:
+    """A real ``orgmem mcp`` subprocess (the SDK's stdio client) for a member added to team 1 through the
+    pipeline; once the removal envelope is ingested, the very next calls can neither read the team's
+    document nor write a team-scoped memory — no restart."""
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from schemas.envelope import ChangeEnvelope
+    from services.directory import groups_of
+    from tests.integration.helpers import produce
+    from tests.integration.retriever_fixtures import DAVE
+
+    s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
+    await pipeline("ingest", "embed", settings_override=s)
+    await load_corpus(s)
+    dave, team = f"user:{DAVE}", f"group:{T1}"
+
+    def change(when: str, **members: list[str]) -> ChangeEnvelope:
+        env = membership(team, [])
+        env["event_time"], env["membership"] = when, {"group": team, "added": [], "removed": []} | members
+        env["source"]["external_id"] = "team-1-roster"
+        return ChangeEnvelope.model_validate(env)
+
+    async def dave_groups() -> list[str]:
+        pool = await create_pool(s, min_size=1, max_size=1)
+        try:
+            async with pool.acquire() as conn:
+                return await groups_of(conn, dave)
+        finally:
+            await pool.close()
+
+    await produce(s, change("2024-01-01T00:00:00Z", added=[dave]))
+    await eventually(dave_groups, until=lambda g: team in g, timeout=60, interval=0.3)
+    repo = Path(__file__).resolve().parents[2]
+    env = s.to_env() | {"PYTHONPATH": str(repo)}
+    env.pop("SERVICE_API_KEY", None)
+    orgmem = str(Path(sys.executable).parent / "orgmem")
+    params = StdioServerParameters(command=orgmem, args=["mcp", "--principal", dave], env=env, cwd=repo)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as mcp:
+        await mcp.initialize()
+
+        async def sees_team_doc() -> bool:
+            r = await mcp.call_tool("retrieve_context", {"query": "quintrel", "limit": 20})
+            return "team-1" in {p["external_id"] for p in r.structured_content["passages"]}
+
+        async def team_write(n: int) -> Any:
+            note = {"text": f"team note {n}", "scope": team, "source": {"session_id": "s", "event_id": f"e{n}"}}
+            return await mcp.call_tool("remember", note)
+
+        assert await eventually(sees_team_doc, timeout=60, interval=0.5)
+        assert not (await team_write(1)).is_error
+        await produce(s, change("2024-06-01T00:00:00Z", removed=[dave]))
+        await eventually(dave_groups, until=lambda g: team not in g, timeout=60, interval=0.2)
+        t0 = time.monotonic()
+        assert not await sees_team_doc()  # the very next call: the directory is re-read per call
+        denied = await team_write(2)
+        text = " ".join(getattr(c, "text", "") for c in denied.content)
+        assert denied.is_error and "403" in text and "scope" in text
+        assert time.monotonic() - t0 < 10
