@@ -3,6 +3,7 @@ its own request/reply subscriber (``retriever/handler.py``) instead of the batch
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from faststream import AckPolicy
@@ -21,6 +22,7 @@ from services.runtime import Runtime
 from services.stagekit import Stage
 
 MAX_RECORDS = 128
+log = logging.getLogger("orgmem.retriever.rpc")
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
@@ -42,6 +44,8 @@ def rpc_keys(rt: Runtime) -> KeyStore:
     (single-key development mode, key id ``dev``) when it is set."""
     s = rt.settings
     dev = s.service_api_key.get_secret_value() if s.service_api_key else None
+    if dev:
+        log.warning("single-key development mode: requests signed with SERVICE_API_KEY (key id 'dev') are served")
     return KeyStore(lambda: rt.pool, dev, ttl_s=s.api_key_cache_s)
 
 
