@@ -373,3 +373,36 @@ async def test_stdio_member_removed_loses_access_without_restart(
         text = " ".join(getattr(c, "text", "") for c in denied.content)
         assert denied.is_error and "403" in text and "scope" in text
         assert time.monotonic() - t0 < 10
+
+
+async def test_orgmem_keys_cli(settings_factory: Any) -> None:
+    """``orgmem keys create|list|revoke`` as an operator runs them; the printed key authenticates."""
+    import os
+    import subprocess
+    import sys
+
+    s: Settings = await settings_factory(service_api_key=None)
+    repo = Path(__file__).resolve().parents[2]
+    env = os.environ | s.to_env() | {"PYTHONPATH": str(repo)}
+    orgmem = str(Path(sys.executable).parent / "orgmem")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([orgmem, "keys", *args], env=env, cwd=repo, capture_output=True, text=True, timeout=60)
+
+    made = await asyncio.to_thread(run, "create", "--scope", "agent", "--scope", "ingest", "--name", "gateway")
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.split("key (shown once, store it now): ")[1].strip()
+    kid = credentials.key_id_of(key)
+    pool = await create_pool(s, min_size=1, max_size=1)
+    try:
+        cred = await KeyStore(lambda: pool, None).authenticate(key)
+        assert cred is not None and cred.scopes == {"agent", "ingest"} and cred.name == "gateway"
+        listed = await asyncio.to_thread(run, "list")
+        assert kid in listed.stdout and "active" in listed.stdout and key not in listed.stdout
+        assert (await asyncio.to_thread(run, "revoke", kid)).returncode == 0
+        assert await KeyStore(lambda: pool, None).authenticate(key) is None
+        assert "revoked" in (await asyncio.to_thread(run, "list")).stdout
+        bad = await asyncio.to_thread(run, "create", "--name", "x")
+        assert bad.returncode == 2 and "--scope" in bad.stderr
+    finally:
+        await pool.close()
