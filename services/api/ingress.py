@@ -22,7 +22,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request, status
 from schemas.envelope import PRINCIPAL_RE, ChangeEnvelope, Op, validate_envelope
 from schemas.validation import Rejected, load_json
 from services import tracing
-from services.api.auth import credential_of, require_service
+from services.api.auth import CREDENTIAL_STATE, credential_of, require_service
+from services.credentials import Credential
 from services.governance.audits import record_ingress
 from services.idempotency import conflicting_envelopes
 from services.metrics import INGRESS_ENVELOPES
@@ -108,9 +109,12 @@ async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> No
 
 
 def _caller(request: Request) -> str:
-    """The calling service, and the human it acts for when the gateway named one (audited)."""
+    """The calling service — ``service`` for the dev key, ``key:<id>`` for a scoped key — and the human it
+    acts for when the gateway named one (audited)."""
+    cred = (request.scope.get("state") or {}).get(CREDENTIAL_STATE)
+    who = f"key:{cred.key_id}" if isinstance(cred, Credential) and not cred.dev else "service"
     pid = (request.headers.get("x-principal-id") or "").strip().lower()
-    return f"service:{pid}" if PRINCIPAL_RE.match(pid) else "service"
+    return f"{who}:{pid}" if PRINCIPAL_RE.match(pid) else who
 
 
 async def _audit(request: Request) -> None:

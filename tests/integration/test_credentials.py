@@ -84,8 +84,16 @@ def _err(r: httpx.Response) -> tuple[int, str, str]:
     return r.status_code, d["field"], d["errors"][0]["type"]
 
 
+async def audit_callers(s: Settings) -> list[str]:
+    pool = await create_pool(s, min_size=1, max_size=1)
+    try:
+        return [r["caller"] for r in await pool.fetch("SELECT caller FROM ingress_audit ORDER BY id")]
+    finally:
+        await pool.close()
+
+
 async def test_each_door_needs_its_scope(keyed: tuple[Settings, str, dict[str, str]]) -> None:
-    _, url, keys = keyed
+    s, url, keys = keyed
     tid = str(uuid.uuid4())
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
 
@@ -101,6 +109,8 @@ async def test_each_door_needs_its_scope(keyed: tuple[Settings, str, dict[str, s
         # ingress: ingest scope; a membership envelope needs directory too (403 naming op, nothing produced)
         doc = upsert(f"d-{tid}", "hello", f"group:{T1}")
         assert (await http.post("/ingress/envelope", json=doc, headers=h("ingest"))).status_code == 202
+        callers = await audit_callers(s)
+        assert callers == [f"key:{credentials.key_id_of(keys['ingest'])}:{ALICE_P}"]  # the audit names the key
         r = await http.post("/ingress/envelope", json=doc, headers=h("agent"))
         assert _err(r) == (403, "X-Api-Key", "missing_scope") and "ingest" in r.json()["detail"]["errors"][0]["msg"]
         r = await http.post("/ingress/envelope", json=membership(f"group:{T1}", [ALICE_P]), headers=h("ingest"))
