@@ -139,6 +139,9 @@ async def test_each_door_needs_its_scope(keyed: tuple[Settings, str, dict[str, s
             await http.get("/v1/admin/health", headers=h("admin", **{"X-Principal-Roles": "admin"}))
         ).status_code == 200
         assert (await http.get("/v1/admin/health", headers=h("admin"))).status_code == 403  # the role still needed
+        # /metrics: an admin key (or METRICS_TOKEN)
+        assert (await http.get("/metrics", headers={"X-Api-Key": keys["agent"]})).status_code == 401
+        assert (await http.get("/metrics", headers={"X-Api-Key": keys["admin"]})).status_code == 200
         # MCP over HTTP: agent
         r = await http.post("/mcp", json={}, headers=h("ingest"))
         assert _err(r) == (403, "X-Api-Key", "missing_scope")
