@@ -128,6 +128,12 @@ class RpcHandler:
             error = RpcError(type=kind, message=exc.msg, status=exc.status, field=exc.field)
             await self._reply(reply_to, cid, RpcReply(ok=False, error=error))
             return
+        except Exception as exc:  # the key table is unreachable: the requester may retry
+            log.warning("cannot verify request %s: %s: %s", cid, type(exc).__name__, exc)
+            msg = f"cannot verify the request's credential now ({type(exc).__name__})"
+            error = RpcError(type="Unavailable", message=msg, status=503, field="database")
+            await self._reply(reply_to, cid, RpcReply(ok=False, error=error))
+            return
         async with self.slots:
             reply = await self._serve(record.value, (deadline - now_ms) / 1000, cred)
         await self._reply(reply_to, cid, reply)
