@@ -5,8 +5,10 @@ partition, short retention), reads it from its end with a group-less consumer, a
 keyed by ``correlation_id``. A call that gets no reply within ``timeout`` is retried ``retries`` times
 with a fresh correlation id (a late reply to an abandoned attempt is ignored), then raises
 ``RpcTimeoutError``. Structured error replies raise ``ToolCallError`` carrying status, type and field.
+Kafka requests are signed with ``api_key`` (an ``agent`` key: ``retriever.rpc.sign_rpc``); the retriever
+refuses unsigned ones.
 
-    async with OrgMemoryClient.kafka("127.0.0.1:19092", namespace="om") as om:
+    async with OrgMemoryClient.kafka("127.0.0.1:19092", namespace="om", api_key=AGENT_KEY) as om:
         ctx = await om.retrieve_context({"query": "who owns billing?"},
                                         principal_id="user:…", groups=["group:…"])
 """
@@ -42,7 +44,7 @@ from retriever.client_errors import (
     ToolCallError,
     error_for,
 )
-from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic
+from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic, sign_rpc
 from schemas.memory import ForgetRequest, ForgetResponse, RememberRequest, RememberResponse
 from schemas.tools import (
     RetrieveContextRequest,
@@ -348,17 +350,18 @@ class OrgMemoryClient:
         fut: asyncio.Future[RpcReply] = asyncio.get_running_loop().create_future()
         self._pending[cid] = fut
         deadline = int((time.time() + budget) * 1000)
-        try:
-            await self._producer.send_and_wait(
-                self.request_topic,
-                body.model_dump_json().encode(),
-                key=cid.encode(),
-                headers=[
-                    (REPLY_TO, self.reply_topic.encode()),
-                    (CORRELATION_ID, cid.encode()),
-                    (DEADLINE, str(deadline).encode()),
-                ],
+        value = body.model_dump_json().encode()
+        headers = [
+            (REPLY_TO, self.reply_topic.encode()),
+            (CORRELATION_ID, cid.encode()),
+            (DEADLINE, str(deadline).encode()),
+        ]
+        if self._api_key:  # the retriever refuses unsigned requests (401 error reply)
+            headers += sign_rpc(
+                self._api_key, request_id=cid, reply_to=self.reply_topic, deadline=str(deadline), body=value
             )
+        try:
+            await self._producer.send_and_wait(self.request_topic, value, key=cid.encode(), headers=headers)
             reply = await asyncio.wait_for(fut, budget)
         except TimeoutError as exc:
             raise RpcTimeoutError(f"{tool}: no reply within {budget}s", correlation_id=cid) from exc

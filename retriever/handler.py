@@ -3,7 +3,15 @@
 Tools: ``retrieve_context``, ``search_knowledge_base`` and the memory writes ``remember`` / ``forget``
 (the same ``MemoryService`` as ``/v1/memories`` and MCP: scope check against the viewer's groups, one
 throttle per process, 403/404/422/429 as structured error replies). The viewer is who the producing
-service says it acts for (the topic's ACLs authenticate the service); an RPC viewer is never an admin.
+service says it acts for; an RPC viewer is never an admin.
+
+Every request is authenticated (``services.credentials.verify_rpc``): it carries an ``agent`` key's id,
+a timestamp within ±5 min and an HMAC-SHA256 over the request (body, reply topic, correlation id,
+deadline) with the key's RPC signing key; a request id (the correlation id) is served once (a broker
+redelivery of the same record is not a replay). Unsigned, unknown or revoked key, bad signature, stale,
+replayed or without the ``agent`` scope -> an error reply (401/403, the field at fault) and nothing else.
+A key bound to a workspace serves that workspace only (a request naming another -> 403 ``request.workspace``).
+Groups absent from the request are re-read from the directory per request.
 
 Requests are independent: a batch runs concurrently (bounded by ``CONCURRENCY``) and every request
 gets exactly one reply on its ``reply_to`` topic — a result or a structured error
@@ -32,9 +40,11 @@ from retriever.rpc import (
     error_status,
     valid_reply_topic,
 )
+from retriever.rpc_auth import prune_request_ids, verify_rpc
 from retriever.service import RetrieverService
 from schemas.memory import ForgetRequest, RememberRequest
 from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
+from services.credentials import Credential, CredentialError, KeyStore
 from services.directory import directory_groups
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.hierarchy import OrgHierarchy
@@ -48,6 +58,7 @@ from services.viewer import Viewer
 log = logging.getLogger("orgmem.retriever.rpc")
 CONCURRENCY = 32
 REPLY_SEND_TIMEOUT_S = 10.0
+PRUNE_EVERY_S = 60.0
 
 
 def _validation_error(exc: ValidationError, prefix: str = "") -> RpcError:
@@ -67,8 +78,11 @@ class RpcHandler:
         *,
         memories: MemoryService | None = None,
         hierarchy: OrgHierarchy | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         self.service = service
+        self.keys = keys  # None: every request is refused (no credential can be verified)
+        self._pruned_at = 0.0
         self.memories = memories  # None: remember/forget answer 501
         self.hierarchy = hierarchy or OrgHierarchy({})
         self.publisher = publisher
@@ -106,15 +120,50 @@ class RpcHandler:
                 now_ms - deadline,
             )
             return
+        try:
+            cred = await self._authenticate(record)
+        except CredentialError as exc:
+            log.warning("refused request %s at %s: %s (%s)", cid, record.position, exc.msg, exc.field)
+            kind = "Unauthenticated" if exc.status == 401 else "Forbidden"
+            error = RpcError(type=kind, message=exc.msg, status=exc.status, field=exc.field)
+            await self._reply(reply_to, cid, RpcReply(ok=False, error=error))
+            return
+        except Exception as exc:  # the key table is unreachable: the requester may retry
+            log.warning("cannot verify request %s: %s: %s", cid, type(exc).__name__, exc)
+            msg = f"cannot verify the request's credential now ({type(exc).__name__})"
+            error = RpcError(type="Unavailable", message=msg, status=503, field="database")
+            await self._reply(reply_to, cid, RpcReply(ok=False, error=error))
+            return
         async with self.slots:
-            reply = await self._serve(record.value, (deadline - now_ms) / 1000)
+            reply = await self._serve(record.value, (deadline - now_ms) / 1000, cred)
         await self._reply(reply_to, cid, reply)
 
-    async def _serve(self, body: bytes, budget_s: float) -> RpcReply:
+    async def _authenticate(self, record: Record) -> Credential:
+        if self.keys is None:
+            raise CredentialError(401, "x-orgmem-key-id", "this retriever verifies no credentials", "unauthenticated")
+        headers = {k: v.decode("utf-8", "replace") for k, v in record.headers}
+        cred = await verify_rpc(self.keys, self.service.pool, headers, record.value, position=record.position)
+        if time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
+            self._pruned_at = time.monotonic()
+            try:
+                await prune_request_ids(self.service.pool)
+            except Exception as exc:  # pruning is housekeeping; the request is served
+                log.warning("could not prune request ids: %s", exc)
+        return cred
+
+    async def _serve(self, body: bytes, budget_s: float, cred: Credential) -> RpcReply:
         try:
             rpc = RpcRequest.model_validate_json(body)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc))
+        if cred.workspace is not None:
+            given = rpc.request.get("workspace", cred.workspace)
+            if given != cred.workspace:
+                msg = "this API key acts in another workspace"
+                return RpcReply(
+                    ok=False, error=RpcError(type="Forbidden", message=msg, status=403, field="request.workspace")
+                )
+            rpc.request["workspace"] = cred.workspace
         pid = rpc.viewer.principal_id
         try:
             if rpc.viewer.groups is None and pid:  # no groups given: the org directory's

@@ -3,6 +3,7 @@ its own request/reply subscriber (``retriever/handler.py``) instead of the batch
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from faststream import AckPolicy
@@ -10,6 +11,7 @@ from faststream.kafka import KafkaMessage
 
 from retriever.handler import RpcHandler
 from retriever.wiring import get_service
+from services.credentials import KeyStore
 from services.directory import load_static_members
 from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
@@ -20,6 +22,7 @@ from services.runtime import Runtime
 from services.stagekit import Stage
 
 MAX_RECORDS = 128
+log = logging.getLogger("orgmem.retriever.rpc")
 
 
 def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
@@ -30,9 +33,20 @@ def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
         rt.settings.topic_namespace,
         memories=get_memory_service(rt),
         hierarchy=rt.hierarchy,
+        keys=rpc_keys(rt),
     )
     handler.static_members = load_static_members(rt.settings.org_hierarchy_path)
     return handler
+
+
+def rpc_keys(rt: Runtime) -> KeyStore:
+    """Keys that may sign requests: ``api_keys`` rows with the ``agent`` scope, and ``SERVICE_API_KEY``
+    (single-key development mode, key id ``dev``) when it is set."""
+    s = rt.settings
+    dev = s.service_api_key.get_secret_value() if s.service_api_key else None
+    if dev:
+        log.warning("single-key development mode: requests signed with SERVICE_API_KEY (key id 'dev') are served")
+    return KeyStore(lambda: rt.pool, dev, ttl_s=s.api_key_cache_s)
 
 
 async def _passthrough_decoder(msg: Any) -> Any:

@@ -1,4 +1,4 @@
-"""``orgmem`` command line: migrate, topics, up, run, status, dlq, replay, rebuild, eval, demo."""
+"""``orgmem`` command line: migrate, topics, up, run, status, keys, dlq, replay, rebuild, eval, demo."""
 
 from __future__ import annotations
 
@@ -103,11 +103,14 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
-    """MCP over stdio for desktop clients; the principal is fixed at start (flags or ORGMEM_MCP_* env)."""
+    """MCP over stdio for desktop clients; the principal is fixed at start (flags or ORGMEM_MCP_* env).
+
+    Without explicit groups the principal's groups are re-read from the org directory on every tool call,
+    so a member removed from a team loses its data and its team-scoped writes without a restart."""
     import os
 
+    from services import directory
     from services.api.mcp import build_mcp_server, parse_stdio_principal
-    from services.directory import groups_of, load_static_members
     from services.runtime import build_runtime
     from services.viewer import Viewer
     from services.wiring import build_clients
@@ -116,17 +119,53 @@ async def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:
     raw_groups = args.groups if args.groups is not None else os.environ.get("ORGMEM_MCP_GROUPS")
     pid, groups = parse_stdio_principal(principal, raw_groups)
     rt = await build_runtime(settings, build_clients)  # the retriever needs the embedder
+    static = directory.load_static_members(settings.org_hierarchy_path)
+
+    async def viewer_of(_: Any) -> Viewer:
+        if groups is not None:
+            return Viewer(pid, groups, frozenset())
+        return Viewer(pid, await directory.directory_groups(rt.pool, static, pid), frozenset())
+
     try:
         await rt.publisher.start()
-        if groups is None:  # no explicit groups: the org directory's, once at start
-            async with rt.pool.acquire() as conn:
-                found = set(await groups_of(conn, pid))
-            found |= load_static_members(settings.org_hierarchy_path).get(pid, frozenset())
-            groups = tuple(sorted(found))
-        viewer = Viewer(pid, groups, frozenset())
-        await build_mcp_server(lambda: rt, lambda ctx: viewer).run_stdio_async()
+        await build_mcp_server(lambda: rt, viewer_of).run_stdio_async()
     finally:
         await rt.close()
+    return 0
+
+
+async def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    """``orgmem keys create|list|revoke``: scoped API keys (``services/credentials.py``)."""
+    from services import credentials
+    from services.db.pool import create_pool
+
+    pool = await create_pool(settings, min_size=1, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            if args.action == "create":
+                if not args.name or not args.scope:
+                    raise ConfigurationError("keys create needs --name and at least one --scope", setting="--scope")
+                try:
+                    row, key = await credentials.create_key(conn, args.name, args.scope, args.workspace)
+                except ValueError as exc:
+                    raise ConfigurationError(str(exc), setting="--scope") from None
+                print(json.dumps({"id": row.id, "name": row.name, "scopes": row.scopes, "workspace": row.workspace}))
+                print(f"key (shown once, store it now): {key}")
+            elif args.action == "list":
+                for r in await credentials.list_keys(conn):
+                    state = f"revoked {r.revoked_at.isoformat()}" if r.revoked_at else "active"
+                    ws = r.workspace or "*"
+                    print(f"{r.id}  {','.join(r.scopes):32} {ws:16} {state:34} {r.name}")
+            else:
+                if not args.id:
+                    raise ConfigurationError("keys revoke needs the key id", setting="ID")
+                found = await credentials.revoke_key(conn, args.id)
+                if found is None:
+                    print(f"orgmem: no key {args.id}", file=sys.stderr)
+                    return 1
+                print(f"revoked {found.id} ({found.name}); running processes drop it within seconds")
+    finally:
+        await pool.close()
     return 0
 
 
@@ -149,6 +188,14 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("mcp", help="MCP server over stdio, as one fixed principal")
     m.add_argument("--principal", help="user:<uuid> the agent acts for (or ORGMEM_MCP_PRINCIPAL)")
     m.add_argument("--groups", help="comma-separated group:<uuid> (or ORGMEM_MCP_GROUPS); default: the directory")
+    k = sub.add_parser("keys", help="create, list or revoke scoped API keys")
+    k.add_argument("action", choices=["create", "list", "revoke"])
+    k.add_argument("id", nargs="?", help="revoke: the key id")
+    k.add_argument("--name", help="create: what the key is for (a connector, a gateway, an operator)")
+    k.add_argument(
+        "--scope", action="append", choices=["ingest", "directory", "agent", "admin"], help="create: repeatable"
+    )
+    k.add_argument("--workspace", help="create: the one workspace the key acts in (default: any)")
     from services.eval.cli import add_eval_commands
     from services.ops.cli import add_ops_commands
     from services.ops.consolidate import add_consolidate_commands
@@ -168,10 +215,11 @@ COMMANDS: dict[str, Command] = {
     "run": cmd_serve,
     "status": cmd_status,
     "mcp": cmd_mcp,
+    "keys": cmd_keys,
 }
 
 
-ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention", "consolidate"}
+ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention", "consolidate", "keys"}
 
 
 async def _run(handler: Command, settings: Settings, args: argparse.Namespace) -> int:

@@ -79,8 +79,7 @@ async def _follow_generation(base: Settings, stages: list[str], holder: dict[str
 
 
 async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port: int) -> None:
-    if api:
-        base.require_api_key()  # fail at boot, naming the setting
+    # the API needs no SERVICE_API_KEY: without it only scoped keys (``orgmem keys``) are accepted
     if tracing.configure(base):
         log.info("tracing: exporting spans over OTLP")
     settings = await generations.resolve(base)

@@ -48,7 +48,12 @@ class Settings(BaseSettings):
     s3_region: str = "us-east-1"
 
     # --- HTTP API ------------------------------------------------------------------------------
-    service_api_key: SecretStr | None = None
+    service_api_key: SecretStr | None = Field(
+        default=None, description="single-key development mode: this key has every scope (logged at start-up)"
+    )
+    api_key_cache_s: float = Field(
+        default=2.0, ge=0, le=5, description="seconds a key lookup is cached (revocation takes effect within it)"
+    )
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,13 +26,30 @@ from services.api import (
     worldbuilder,
 )
 from services.api.limits import RequestLimits
+from services.credentials import KeyStore
 from services.directory import load_static_members
 from services.metrics import HTTP_LATENCY, HTTP_REQUESTS
 from services.runtime import Runtime
 
+log = logging.getLogger("orgmem.api")
+
+
+def key_store(rt_of: Callable[[], Runtime]) -> KeyStore:
+    """The process's keys: ``api_keys`` rows, plus ``SERVICE_API_KEY`` in single-key development mode (logged)."""
+    s = rt_of().settings
+    dev = s.service_api_key.get_secret_value() if s.service_api_key else None
+    if dev:
+        log.warning(
+            "single-key development mode: SERVICE_API_KEY has every scope (ingest, directory, agent, admin) in "
+            "every workspace; for anything but local development unset it and create scoped keys (orgmem keys)"
+        )
+    else:
+        log.info("API keys: scoped keys from the api_keys table (orgmem keys create|list|revoke)")
+    return KeyStore(lambda: rt_of().pool, dev, ttl_s=s.api_key_cache_s)
+
 
 def create_app(rt: Runtime) -> FastAPI:
-    api_key = rt.settings.require_api_key().get_secret_value()
+    api_key = rt.settings.service_api_key.get_secret_value() if rt.settings.service_api_key else ""
     mcp_server = mcp.build_mcp_server(lambda: app.state.runtime, mcp.http_viewer)
 
     @asynccontextmanager
@@ -46,7 +64,9 @@ def create_app(rt: Runtime) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = rt
-    app.state.api_key = api_key
+    app.state.api_key = api_key  # "" without SERVICE_API_KEY (then only METRICS_TOKEN reads /metrics)
+    keys = key_store(lambda: app.state.runtime)
+    app.state.keys = keys
     errors.install(app)
     app.state.static_members = load_static_members(rt.settings.org_hierarchy_path)
 
@@ -76,7 +96,7 @@ def create_app(rt: Runtime) -> FastAPI:
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(
         RequestLimits,
-        api_key=api_key,
+        keys=keys,
         max_bytes=rt.settings.max_request_bytes,
         statement_ms=rt.settings.api_statement_timeout_ms,
     )

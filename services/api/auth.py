@@ -1,31 +1,63 @@
 """Caller authentication and the viewer's principals.
 
-- ``X-Api-Key``: the calling service; compared in constant time against ``SERVICE_API_KEY`` (401).
+- ``X-Api-Key``: the calling service's key (``services/credentials.py``): a scoped key from ``api_keys``
+  (or ``SERVICE_API_KEY`` in single-key development mode, which has every scope). Unknown or revoked ->
+  401; a key without the scope a route needs -> 403 naming the scope (``ingest`` for ``/ingress/*``,
+  ``agent`` for tools, memory writes, graph reads and MCP, ``admin`` for operator routes).
 - ``X-Principal-Id`` (``user:<uuid>``) and ``X-Principal-Groups`` (comma-separated ``group:<uuid>``):
-  the human the agent acts for. No principal -> no private data (the viewer sees only documents
-  shared with a group it holds — with no groups, nothing).
-- ``X-Principal-Roles: admin`` for admin routes (403 otherwise).
+  the human the agent acts for, asserted by the trusted gateway holding the key. No principal -> no
+  private data (the viewer sees only documents shared with a group it holds — with no groups, nothing).
+- ``X-Principal-Roles: admin`` for admin routes (403 otherwise); only a key with the ``admin`` scope may
+  send it (403 naming the header otherwise: an agent key cannot make its caller an admin).
 - A viewer with ``X-Principal-Id`` and no ``X-Principal-Groups`` header is expanded to their groups
-  from the org directory (``services/directory.py``); an explicit ``X-Principal-Groups`` always wins.
+  from the org directory (``services/directory.py``) on every request, so a removed member loses access
+  at once; an explicit ``X-Principal-Groups`` always wins.
+- A key with a workspace acts only there: ``RequestLimits`` refuses a request naming another workspace.
 """
 
 from __future__ import annotations
-
-import hmac
 
 from fastapi import Header, HTTPException, Request, status
 
 from schemas.envelope import PRINCIPAL_RE
 from services import directory
+from services.credentials import Credential, CredentialError, KeyStore, missing_scope
 from services.viewer import Viewer
 
 MAX_GROUPS = 512
+CREDENTIAL_STATE = "orgmem_credential"
 
 
-def _check_key(request: Request, api_key: str | None) -> None:
-    expected = request.app.state.api_key
-    if not api_key or not hmac.compare_digest(api_key.encode(), expected.encode()):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="missing or invalid X-Api-Key")
+def http_error(exc: CredentialError) -> HTTPException:
+    return HTTPException(exc.status, detail=exc.detail())
+
+
+def unauthenticated() -> HTTPException:
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED,
+        detail={"field": "X-Api-Key", "msg": "missing, unknown or revoked X-Api-Key", "type": "unauthenticated"},
+    )
+
+
+async def credential_of(request: Request, api_key: str | None) -> Credential:
+    """The request's credential: the one the door (``RequestLimits``) resolved, else resolved here (401)."""
+    state = request.scope.get("state") or {}
+    cred = state.get(CREDENTIAL_STATE)
+    if isinstance(cred, Credential):
+        return cred
+    keys: KeyStore = request.app.state.keys
+    found = await keys.authenticate(api_key)
+    if found is None:
+        raise unauthenticated()
+    request.scope.setdefault("state", {})[CREDENTIAL_STATE] = found
+    return found
+
+
+async def _scoped(request: Request, api_key: str | None, scope: str) -> Credential:
+    cred = await credential_of(request, api_key)
+    if not cred.has(scope):
+        raise http_error(missing_scope(scope))
+    return cred
 
 
 def _principal(value: str, header: str, kind: str) -> str:
@@ -38,18 +70,19 @@ def _principal(value: str, header: str, kind: str) -> str:
     return v
 
 
-async def require_service(request: Request, x_api_key: str | None = Header(default=None)) -> None:
-    _check_key(request, x_api_key)
+async def require_service(request: Request, x_api_key: str | None = Header(default=None)) -> Credential:
+    """The connector door (``/ingress/*``): a key with the ``ingest`` scope."""
+    return await _scoped(request, x_api_key, "ingest")
 
 
-async def require_viewer(
+async def viewer_for(
     request: Request,
-    x_api_key: str | None = Header(default=None),
-    x_principal_id: str | None = Header(default=None),
-    x_principal_groups: str | None = Header(default=None),
-    x_principal_roles: str | None = Header(default=None),
+    cred: Credential,
+    x_principal_id: str | None,
+    x_principal_groups: str | None,
+    x_principal_roles: str | None,
 ) -> Viewer:
-    _check_key(request, x_api_key)
+    """The viewer the gateway names for an authenticated ``cred`` (groups from the directory when absent)."""
     pid = _principal(x_principal_id, "X-Principal-Id", "user") if x_principal_id else None
     raw_groups = [g for g in (x_principal_groups or "").split(",") if g.strip()]
     if len(raw_groups) > MAX_GROUPS:
@@ -61,7 +94,21 @@ async def require_viewer(
     if pid and x_principal_groups is None:
         groups = await directory_groups(request, pid)
     roles = frozenset(r.strip().lower() for r in (x_principal_roles or "").split(",") if r.strip())
+    if "admin" in roles and not cred.has("admin"):
+        raise http_error(missing_scope("admin", "X-Principal-Roles"))
     return Viewer(pid, groups, roles)
+
+
+async def require_viewer(
+    request: Request,
+    x_api_key: str | None = Header(default=None),
+    x_principal_id: str | None = Header(default=None),
+    x_principal_groups: str | None = Header(default=None),
+    x_principal_roles: str | None = Header(default=None),
+) -> Viewer:
+    """Agent routes (tools, memory writes, graph reads): a key with the ``agent`` scope."""
+    cred = await _scoped(request, x_api_key, "agent")
+    return await viewer_for(request, cred, x_principal_id, x_principal_groups, x_principal_roles)
 
 
 async def directory_groups(request: Request, principal_id: str) -> tuple[str, ...]:
@@ -77,7 +124,9 @@ async def require_admin(
     x_principal_groups: str | None = Header(default=None),
     x_principal_roles: str | None = Header(default=None),
 ) -> Viewer:
-    viewer = await require_viewer(request, x_api_key, x_principal_id, x_principal_groups, x_principal_roles)
+    """Operator routes: a key with the ``admin`` scope, and the ``admin`` role for the human."""
+    cred = await _scoped(request, x_api_key, "admin")
+    viewer = await viewer_for(request, cred, x_principal_id, x_principal_groups, x_principal_roles)
     if not viewer.is_admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="admin route: X-Principal-Roles: admin required")
     return viewer

@@ -43,10 +43,14 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if not down and not paused else 503)
 
 
-def _metrics_caller_ok(request: Request) -> bool:
-    """``X-Api-Key`` (the service key) or ``Authorization: Bearer <METRICS_TOKEN>``."""
-    key = request.headers.get("x-api-key")
-    if key and hmac.compare_digest(key.encode(), request.app.state.api_key.encode()):
+async def _metrics_caller_ok(request: Request) -> bool:
+    """``X-Api-Key`` with the ``admin`` scope (the dev key has it), or ``Authorization: Bearer <METRICS_TOKEN>``
+    (which needs no database: scrapes keep working while the key table is unreachable)."""
+    try:
+        cred = await request.app.state.keys.authenticate(request.headers.get("x-api-key"))
+    except Exception:  # the key table is down: only the metrics token can still be checked
+        cred = None
+    if cred is not None and cred.has("admin"):
         return True
     token = request.app.state.runtime.settings.metrics_token
     auth = request.headers.get("authorization", "")
@@ -82,7 +86,7 @@ async def _refresh_lag(state: Any) -> None:
     },
 )
 async def metrics(request: Request) -> Response:
-    if not _metrics_caller_ok(request):
+    if not await _metrics_caller_ok(request):
         msg = "missing or invalid X-Api-Key or METRICS_TOKEN bearer"
         return error_response(401, {"field": "X-Api-Key", "msg": msg})
     await _refresh_lag(request.app.state)

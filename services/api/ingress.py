@@ -5,6 +5,11 @@ record — on the JSON parsed the way ingest parses it, so a 202 means the envel
 Invalid input -> 422 naming the field at fault, and nothing is produced; an ``envelope_id`` already bound
 to different content -> 409 (``services.idempotency``). The batch form validates
 every envelope first and produces nothing unless all are valid.
+
+The door needs a key with the ``ingest`` scope; an envelope with ``op: membership`` (an org directory
+change: who is in which group, hence who sees what) needs the ``directory`` scope too — else 403 naming
+``op`` (and the batch index), nothing produced. A workspace-bound key ingests into its workspace only
+(``services.api.limits``).
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 
-from schemas.envelope import PRINCIPAL_RE, ChangeEnvelope, validate_envelope
+from schemas.envelope import PRINCIPAL_RE, ChangeEnvelope, Op, validate_envelope
 from schemas.validation import Rejected, load_json
 from services import tracing
-from services.api.auth import require_service
+from services.api.auth import CREDENTIAL_STATE, credential_of, require_service
+from services.credentials import Credential
 from services.governance.audits import record_ingress
 from services.idempotency import conflicting_envelopes
 from services.metrics import INGRESS_ENVELOPES
@@ -72,6 +78,22 @@ async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
     }
 
 
+async def _refuse_unscoped(request: Request, envs: list[ChangeEnvelope], batch: bool) -> None:
+    """403 naming ``op`` for a membership envelope from a key without the ``directory`` scope."""
+    cred = await credential_of(request, request.headers.get("x-api-key"))
+    if cred.has("directory"):
+        return
+    for i, env in enumerate(envs):
+        if env.op is Op.MEMBERSHIP:
+            INGRESS_ENVELOPES.labels("rejected").inc()
+            msg = "op 'membership' changes the org directory: it needs an API key with the 'directory' scope"
+            field = f"{i}.op" if batch else "op"
+            detail: dict[str, Any] = {"field": field, "msg": msg, "type": "missing_scope"}
+            if batch:
+                detail["index"] = i
+            raise HTTPException(status.HTTP_403_FORBIDDEN, detail=detail)
+
+
 async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> None:
     """409 if an envelope_id (the idempotency key) is already bound to different content."""
     async with request.app.state.runtime.pool.acquire() as conn:
@@ -87,9 +109,12 @@ async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> No
 
 
 def _caller(request: Request) -> str:
-    """The calling service, and the human it acts for when the gateway named one (audited)."""
+    """The calling service — ``service`` for the dev key, ``key:<id>`` for a scoped key — and the human it
+    acts for when the gateway named one (audited)."""
+    cred = (request.scope.get("state") or {}).get(CREDENTIAL_STATE)
+    who = f"key:{cred.key_id}" if isinstance(cred, Credential) and not cred.dev else "service"
     pid = (request.headers.get("x-principal-id") or "").strip().lower()
-    return f"service:{pid}" if PRINCIPAL_RE.match(pid) else "service"
+    return f"{who}:{pid}" if PRINCIPAL_RE.match(pid) else who
 
 
 async def _audit(request: Request) -> None:
@@ -122,6 +147,7 @@ async def post_envelope(request: Request) -> dict[str, Any]:
     with tracing.span("ingress.envelope") as sp:
         env = _validate(await _body(request))
         tracing.set_attributes(sp, envelope_id=str(env.envelope_id), workspace=env.workspace, key=env.key)
+        await _refuse_unscoped(request, [env], batch=False)
         await _refuse_reused_ids(request, [env])
         result = await _produce(request, env)
     await _audit(request)
@@ -149,6 +175,7 @@ async def post_envelopes(request: Request) -> dict[str, Any]:
     if len(body) > MAX_BATCH:
         raise _rejected(Rejected([{"field": "body", "msg": f"at most {MAX_BATCH} envelopes", "type": "too_long"}]))
     envs = [_validate(raw, i) for i, raw in enumerate(body)]
+    await _refuse_unscoped(request, envs, batch=True)
     await _refuse_reused_ids(request, envs)
     with tracing.span("ingress.envelopes") as sp:
         tracing.set_attributes(sp, count=len(envs))

@@ -10,8 +10,10 @@ citations.
 Identity never comes from tool arguments. HTTP: ``McpAuth`` authenticates every request before the
 MCP transport sees it — ``X-Api-Key`` (constant time) with ``X-Principal-Id`` / ``X-Principal-Groups``
 (the same trust model and code as ``/tools/*``), or ``Authorization: Bearer <token>`` mapped by
-``MCP_TOKENS_PATH`` to a principal — and 401s otherwise; tools read the viewer from the request's
-ASGI state. stdio: the principal is fixed when the process starts.
+``MCP_TOKENS_PATH`` to a principal — and 401s otherwise (403 for a key without the ``agent`` scope); tools
+read the viewer and the credential from the request's ASGI state, and run in the credential's workspace
+(``services.credentials.bind_workspace``: an argument naming another workspace is a tool error). stdio: the
+principal is fixed when the process starts; its groups are re-read from the directory on every call.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retriever.rpc import error_status
@@ -46,7 +47,9 @@ from schemas.procedures import SearchProceduralMemoryRequest
 from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest
 from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
 from services.api import graph, procedures, worldbuilder
-from services.api.auth import require_viewer
+from services.api.auth import CREDENTIAL_STATE, credential_of, require_viewer, viewer_for
+from services.api.errors import error_response
+from services.credentials import Credential, CredentialError, bind_workspace
 from services.errors import ConfigurationError, OrgMemoryError
 from services.memories import MemoryWriteError, caller_of, get_memory_service
 from services.metrics import RETRIEVALS
@@ -58,7 +61,7 @@ VIEWER_STATE = "orgmem_viewer"
 M = TypeVar("M", bound=BaseModel)
 SNIPPET_CHARS = 400
 
-ViewerOf = Callable[[Context], Viewer]
+ViewerOf = Callable[[Context], Viewer | Awaitable[Viewer]]
 RuntimeOf = Callable[[], Runtime]
 
 
@@ -250,12 +253,21 @@ JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have 
 
 def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
     async def call(ctx: Context, **arguments: Any) -> CallToolResult:
-        viewer = viewer_of(ctx)
+        found = viewer_of(ctx)
+        viewer = await found if inspect.isawaitable(found) else found
+        workspace = credential_workspace(ctx)
+        default = getattr(spec.model.model_fields.get("workspace"), "default", None)
+        if workspace is not None and arguments.get("workspace") == default:
+            arguments.pop("workspace")  # the SDK passes schema defaults: the default is "not given"
         try:
             req = spec.model.model_validate(arguments)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise ToolError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
+        try:
+            req = bind_workspace(req, workspace)
+        except CredentialError as exc:
+            raise ToolError(f"{exc.field}: {exc.msg} (status {exc.status})") from exc
         try:
             response = await spec.run(runtime_of(), viewer, req)
         except MemoryWriteError as exc:
@@ -308,11 +320,20 @@ def http_viewer(ctx: Context) -> Viewer:
     return viewer
 
 
+def credential_workspace(ctx: Context) -> str | None:
+    """The workspace of the HTTP request's credential (``None``: any, and for stdio)."""
+    request = ctx.request_context.request
+    state = getattr(request, "scope", {}).get("state") or {}
+    cred = state.get(CREDENTIAL_STATE)
+    return cred.workspace if isinstance(cred, Credential) else None
+
+
 class TokenPrincipal(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     principal_id: Principal
     groups: list[Principal] | None = None
     roles: list[str] = Field(default_factory=list)
+    workspace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
 def load_tokens(path: Path | None) -> dict[str, TokenPrincipal]:
@@ -359,13 +380,10 @@ class McpAuth:
                 if principal is None:
                     raise HTTPException(401, detail="invalid bearer token")
                 groups = None if principal.groups is None else ",".join(principal.groups)
-                viewer = await require_viewer(
-                    request,
-                    request.app.state.api_key,
-                    principal.principal_id,
-                    groups,
-                    ",".join(principal.roles) or None,
-                )
+                roles = ",".join(principal.roles) or None
+                scopes = frozenset({"agent"} | ({"admin"} if "admin" in principal.roles else set()))
+                cred = Credential("mcp-token", "MCP_TOKENS_PATH bearer token", scopes, principal.workspace)
+                viewer = await viewer_for(request, cred, principal.principal_id, groups, roles)
             else:
                 viewer = await require_viewer(
                     request,
@@ -374,13 +392,13 @@ class McpAuth:
                     h.get("x-principal-groups"),
                     h.get("x-principal-roles"),
                 )
+                cred = await credential_of(request, h.get("x-api-key"))
         except HTTPException as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-            await JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)(
-                scope, receive, send
-            )
+            await error_response(exc.status_code, exc.detail, headers)(scope, receive, send)
             return
-        scope.setdefault("state", {})[VIEWER_STATE] = viewer
+        state = scope.setdefault("state", {})
+        state[VIEWER_STATE], state[CREDENTIAL_STATE] = viewer, cred
         await self.app(scope, receive, send)
 
 

@@ -1,6 +1,6 @@
 """Carry governance state into a rebuilt projection generation.
 
-A rebuild replays the envelope log into a fresh schema, but budgets, retention policies, legal holds,
+A rebuild replays the envelope log into a fresh schema, but budgets, retention policies, legal holds, API keys,
 the purged-document registry, audits and spend are not in the log. ``carry_over`` copies them from
 the live schema: configuration tables are replaced (idempotent; run before the new stages start, so
 holds and the purged registry apply to the rebuild's own ingest, and again at the switch), audit rows
@@ -14,7 +14,7 @@ import asyncpg
 
 from services.db.pool import quote_ident
 
-CONFIG = ("budgets", "retention_policies", "legal_holds", "purged_documents")
+CONFIG = ("budgets", "retention_policies", "legal_holds", "purged_documents", "api_keys")
 APPEND = ("retention_audit", "ingress_audit", "retrieval_audit")
 ADDITIVE = {
     "spend": (("day", "workspace", "provider", "model", "purpose"), ("calls", "items", "tokens")),

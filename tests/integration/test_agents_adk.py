@@ -129,7 +129,7 @@ async def test_team_memory_through_runner(org: tuple[Settings, str]) -> None:
     # the Kafka transport searches the same way (groups from the directory, server-side)
     settings = org[0]
     over_kafka = adk.OrgMemoryService(
-        OrgMemoryClient.kafka(settings.kafka_bootstrap_servers, namespace=settings.topic_namespace)
+        OrgMemoryClient.kafka(settings.kafka_bootstrap_servers, namespace=settings.topic_namespace, api_key="test-key")
     )
     try:
         via_kafka = await over_kafka.search_memory(app_name=APP, user_id=MATE, query="snorkelwhip budget")

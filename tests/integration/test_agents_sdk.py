@@ -55,7 +55,9 @@ async def test_sync_client_both_transports_and_memory(served: tuple[Settings, st
                 principal_id=ALICE_P,
                 groups=[TEAM],
             ).memory_id
-        with OrgMemorySyncClient.kafka(settings.kafka_bootstrap_servers, namespace=settings.topic_namespace) as om:
+        with OrgMemorySyncClient.kafka(
+            settings.kafka_bootstrap_servers, namespace=settings.topic_namespace, api_key="test-key"
+        ) as om:
             kafka_ids = [
                 p.external_id
                 for p in om.retrieve_context({"query": "quintrel"}, principal_id=ALICE_P, groups=[TEAM]).passages
@@ -95,7 +97,9 @@ async def test_memory_writes_over_kafka_request_reply(served: tuple[Settings, st
     """remember/forget as Kafka RPC tool calls: the same scope check, ACL and tombstone as over HTTP."""
     settings, _ = served
     mate, outsider = f"user:{uuid.uuid4()}", f"user:{uuid.uuid4()}"
-    async with OrgMemoryClient.kafka(settings.kafka_bootstrap_servers, namespace=settings.topic_namespace) as om:
+    async with OrgMemoryClient.kafka(
+        settings.kafka_bootstrap_servers, namespace=settings.topic_namespace, api_key="test-key"
+    ) as om:
         with pytest.raises(ForbiddenError) as exc:
             await om.remember({"text": "x", "scope": f"group:{T2}"}, principal_id=ALICE_P, groups=[TEAM])
         assert exc.value.field == "scope" and exc.value.status == 403

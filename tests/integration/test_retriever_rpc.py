@@ -30,7 +30,9 @@ async def test_hundred_parallel_requests_each_get_their_own_reply(
         *(envelope(f"doc-{i}", f"Release note {i}: {w} shipped.", principals=[group]) for i, w in enumerate(words)),
     )
     await wait_embedded(s, 100)
-    async with OrgMemoryClient.kafka(s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30) as om:
+    async with OrgMemoryClient.kafka(
+        s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=30, api_key="test-key"
+    ) as om:
         replies = await asyncio.gather(*(om.retrieve_context({"query": w, "limit": 3}, groups=[group]) for w in words))
         for i, reply in enumerate(replies):
             assert reply.passages[0].external_id == f"doc-{i}"
@@ -91,7 +93,7 @@ async def test_retriever_restart_requesters_time_out_then_retry_succeeds(
     alice = VIEWERS["alice"]
     retriever = await start_runtime(s, ["retrieve"])
     async with OrgMemoryClient.kafka(
-        s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=20, retries=0
+        s.kafka_bootstrap_servers, namespace=s.topic_namespace, timeout=20, retries=0, api_key="test-key"
     ) as om:
         first = await om.retrieve_context({"query": "quintrel"}, principal_id=alice.principal, groups=alice.groups)
         assert first.passages[0].external_id == "team-1"
