@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from retriever.client import ForbiddenError, InvalidRequestError, OrgMemoryClient
-from retriever.langchain import OrgMemoryRetriever
-from retriever.sync_client import OrgMemorySyncClient
+from orgmem_sdk.client import ForbiddenError, InvalidRequestError, OrgMemoryClient
+from orgmem_sdk.langchain import OrgMemoryRetriever
+from orgmem_sdk.sync_client import OrgMemorySyncClient
 from services.api.app import create_app
 from services.settings import Settings
 from tests.integration.agents_helpers import serve_app
