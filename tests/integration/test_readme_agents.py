@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import sys
 import textwrap
 import uuid
@@ -35,7 +36,7 @@ from orgmem_sdk.client import OrgMemoryClient
 from schemas.envelope import ChangeEnvelope
 from services.api.app import create_app
 from services.settings import Settings
-from tests.integration.agents_helpers import free_port, mcp_session, serve_app
+from tests.integration.agents_helpers import mcp_session, serve_app
 from tests.integration.helpers import eventually, fetchval, produce
 from tests.integration.retriever_fixtures import T1, hierarchy_file
 
@@ -129,6 +130,12 @@ async def run_program(code: str, tmp: Path, *, env: dict[str, str] | None = None
     return out.decode()
 
 
+def _ephemeral_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def line(out: str, label: str) -> str:
     return next(x for x in out.splitlines() if x.startswith(label + ":"))[len(label) + 1 :].strip()
 
@@ -215,32 +222,38 @@ async def adk_api_server(org: Org, tmp: Path) -> AsyncIterator[str]:
     env = dict(kv.split("=", 1) for kv in shlex.split(exports)[1:])
     argv = [a.replace("path/to/agents", str(agents)) for a in shlex.split(command)]
     assert argv[:2] == ["adk", "api_server"]
-    port = free_port(0)
-    proc = await asyncio.create_subprocess_exec(
-        str(BIN / "adk"),
-        *argv[1:],
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        cwd=tmp,
-        env={"PYTHONPATH": str(SDK_DIR), "PATH": os.environ["PATH"], "HOME": str(tmp)} | env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    port = _ephemeral_port()
+    log = tmp / "adk-api-server.log"
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(
+            str(BIN / "adk"),
+            *argv[1:],
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            cwd=tmp,
+            env={"PYTHONPATH": str(SDK_DIR), "PATH": os.environ["PATH"], "HOME": str(tmp)} | env,
+            stdout=sink,
+            stderr=sink,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
+        deadline = asyncio.get_running_loop().time() + 100
         async with httpx.AsyncClient(base_url=base, timeout=5) as http:
-            for _ in range(300):
+            while True:
                 if proc.returncode is not None:
-                    err = await proc.stderr.read() if proc.stderr else b""
-                    raise AssertionError(f"adk api_server exited {proc.returncode}:\n{err.decode()[-4000:]}")
-                with contextlib.suppress(httpx.TransportError):
-                    if (await http.get("/list-apps")).status_code == 200:
+                    raise AssertionError(f"adk api_server exited {proc.returncode}:\n{log.read_text()[-4000:]}")
+                try:
+                    answer = await http.get("/list-apps")
+                    if answer.status_code == 200:
                         break
-                await asyncio.sleep(0.2)
-            else:
-                raise AssertionError("adk api_server did not answer /list-apps")
+                    last = f"{answer.status_code} {answer.text[:300]}"
+                except httpx.TransportError as exc:
+                    last = repr(exc)
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"adk api_server: /list-apps {last}:\n{log.read_text()[-4000:]}")
+                await asyncio.sleep(0.25)
         yield base
     finally:
         if proc.returncode is None:
