@@ -4,14 +4,18 @@
   (``user:<uuid>``, or a bare uuid; groups from the org directory, server-side) -> ``MemoryEntry``s with
   ``custom_metadata = {source, external_id, score, scope, url, title}``. ADK's ``load_memory`` tool
   and ``PreloadMemoryTool`` call it.
-- ``add_session_to_memory`` / ``add_events_to_memory`` / ``add_memory`` -> memory writes
-  (``POST /v1/memories``) at the configured default scope (``user`` unless configured; per call
+- ``add_session_to_memory`` / ``add_events_to_memory`` / ``add_memory`` -> ONE batch write
+  (``POST /v1/memories/batch``: one write for the server's per-session throttle, however many events)
+  at the configured default scope (``user`` unless configured; per call
   ``custom_metadata={"scope": "group:<uuid>"}``), one memory per (session id, event id): re-adding a
   session is idempotent. ``delete_memory`` -> tombstone.
+- ``mcp_headers(api_key)``: the ``header_provider`` for ADK's ``McpToolset`` against ``/mcp``.
 
 Wiring, two paths (neither is on by default):
 
-1. ``register_org_memory_scheme()`` registers scheme ``orgmem`` in ADK's service registry, so
+1. ``register_org_memory_scheme()`` registers scheme ``orgmem`` in ADK's service registry — call it in
+   the agents directory's ``services.py``, which ``adk api_server`` / ``adk web`` import (as the module
+   ``services``; this package imports no module of that name) before building services — so
    ``adk api_server --memory_service_uri=orgmem://default`` and ``get_fast_api_app(memory_service_uri=…)``
    build this service. The caller opted in: the factory raises ``ConfigurationError`` naming
    ``ORGMEM_URL`` / ``ORGMEM_API_KEY`` when unset.
