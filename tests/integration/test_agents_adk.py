@@ -23,11 +23,11 @@ from google.adk.tools.preload_memory_tool import PreloadMemoryTool
 from google.genai import types
 from pydantic import Field
 
-from retriever import adk
-from retriever.client import OrgMemoryClient
+from orgmem_sdk import adk
+from orgmem_sdk.client import OrgMemoryClient
+from orgmem_sdk.errors import ConfigurationError
 from schemas.envelope import ChangeEnvelope
 from services.api.app import create_app
-from services.errors import ConfigurationError
 from services.settings import Settings
 from tests.integration.agents_helpers import free_port, serve_app
 from tests.integration.helpers import eventually, fetchval, produce

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
-from retriever.client import ForbiddenError, InvalidRequestError, OrgMemoryClient
-from retriever.langchain import OrgMemoryRetriever
-from retriever.sync_client import OrgMemorySyncClient
+from orgmem_sdk.client import ForbiddenError, InvalidRequestError, OrgMemoryClient
+from orgmem_sdk.langchain import OrgMemoryRetriever
+from orgmem_sdk.sync_client import OrgMemorySyncClient
 from services.api.app import create_app
 from services.settings import Settings
 from tests.integration.agents_helpers import serve_app
@@ -45,8 +44,9 @@ async def test_sync_client_both_transports_and_memory(served: tuple[Settings, st
             with pytest.raises(ForbiddenError) as exc:
                 om.remember({"text": "x", "scope": f"group:{T2}"}, principal_id=ALICE_P, groups=[TEAM])
             assert exc.value.field == "scope"
-            with pytest.raises(ValidationError, match="text"):  # validated by the contract before sending
+            with pytest.raises(InvalidRequestError) as early:  # validated by the contract before sending
                 om.remember({"text": "x" * 20_001}, principal_id=ALICE_P)
+            assert early.value.field == "text" and early.value.status == 422
             with pytest.raises(InvalidRequestError) as bad:  # and by the server
                 om.retrieve_context({"query": "who owns it", "mode": "graph_first"}, principal_id=ALICE_P)
             assert bad.value.field == "subjects" and bad.value.status == 422
@@ -91,6 +91,17 @@ async def test_sync_client_both_transports_and_memory(served: tuple[Settings, st
             return [d.metadata["external_id"] for d in r.invoke("quintrel")]
 
     assert (await asyncio.to_thread(sync_langchain))[:1] == ["team-1"]
+
+    # built as the README shows (an async client only): invoke() builds its own sync client
+    async with OrgMemoryClient.http(url, "test-key") as om:
+        built = OrgMemoryRetriever(client=om, principal_id=ALICE_P, groups=[TEAM], limit=3)
+        try:
+            sync_docs = await asyncio.to_thread(built.invoke, "quintrel")
+            async_docs = await built.ainvoke("quintrel")
+        finally:
+            built.close()
+    assert [d.metadata["external_id"] for d in sync_docs][:1] == ["team-1"]
+    assert [d.id for d in sync_docs] == [d.id for d in async_docs]
 
 
 async def test_memory_writes_over_kafka_request_reply(served: tuple[Settings, str]) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from retriever.client import OrgMemoryClient, ToolCallError
+from orgmem_sdk.client import OrgMemoryClient
+from orgmem_sdk.errors import ToolCallError
 from retriever.rpc import sign_rpc
 from retriever.rpc_auth import verify_rpc
 from services import credentials

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from retriever.client import OrgMemoryClient, RpcTimeoutError, ToolCallError
+from orgmem_sdk.client import OrgMemoryClient, RpcTimeoutError, ToolCallError
 from retriever.handler import RpcHandler
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings

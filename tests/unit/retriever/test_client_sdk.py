@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from retriever import client as client_mod
-from retriever.client import (
+from orgmem_sdk import client as client_mod
+from orgmem_sdk.client import (
     AuthenticationError,
     ForbiddenError,
     InvalidRequestError,
@@ -22,8 +22,8 @@ from retriever.client import (
     ServerError,
     ThrottledError,
 )
-from retriever.langchain import to_documents
-from schemas.tools import RetrieveContextResponse, RpcError, RpcReply, RpcRequest
+from orgmem_sdk.langchain import to_documents
+from orgmem_sdk.models import RetrieveContextResponse, RpcError, RpcReply, RpcRequest
 
 USER = f"user:{uuid.uuid4()}"
 

@@ -4,14 +4,18 @@
   (``user:<uuid>``, or a bare uuid; groups from the org directory, server-side) -> ``MemoryEntry``s with
   ``custom_metadata = {source, external_id, score, scope, url, title}``. ADK's ``load_memory`` tool
   and ``PreloadMemoryTool`` call it.
-- ``add_session_to_memory`` / ``add_events_to_memory`` / ``add_memory`` -> memory writes
-  (``POST /v1/memories``) at the configured default scope (``user`` unless configured; per call
+- ``add_session_to_memory`` / ``add_events_to_memory`` / ``add_memory`` -> ONE batch write
+  (``POST /v1/memories/batch``: one write for the server's per-session throttle, however many events)
+  at the configured default scope (``user`` unless configured; per call
   ``custom_metadata={"scope": "group:<uuid>"}``), one memory per (session id, event id): re-adding a
   session is idempotent. ``delete_memory`` -> tombstone.
+- ``mcp_headers(api_key)``: the ``header_provider`` for ADK's ``McpToolset`` against ``/mcp``.
 
 Wiring, two paths (neither is on by default):
 
-1. ``register_org_memory_scheme()`` registers scheme ``orgmem`` in ADK's service registry, so
+1. ``register_org_memory_scheme()`` registers scheme ``orgmem`` in ADK's service registry — call it in
+   the agents directory's ``services.py``, which ``adk api_server`` / ``adk web`` import (as the module
+   ``services``; this package imports no module of that name) before building services — so
    ``adk api_server --memory_service_uri=orgmem://default`` and ``get_fast_api_app(memory_service_uri=…)``
    build this service. The caller opted in: the factory raises ``ConfigurationError`` naming
    ``ORGMEM_URL`` / ``ORGMEM_API_KEY`` when unset.
@@ -28,14 +32,14 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from retriever.client import OrgMemoryClient
-from schemas.envelope import PRINCIPAL_RE
-from services.errors import ConfigurationError
+from orgmem_sdk.client import OrgMemoryClient
+from orgmem_sdk.errors import ConfigurationError
+from orgmem_sdk.models import PRINCIPAL_RE
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
@@ -50,6 +54,7 @@ except ImportError:  # pragma: no cover - the extra is not installed
 
 log = logging.getLogger("orgmem.adk")
 SCHEME = "orgmem"
+BATCH = 500  # the server's RememberBatchRequest maximum
 ENV_URL, ENV_KEY, ENV_SCOPE, ENV_LIMIT = "ORGMEM_URL", "ORGMEM_API_KEY", "ORGMEM_MEMORY_SCOPE", "ORGMEM_MEMORY_LIMIT"
 
 
@@ -62,6 +67,24 @@ def user_principal(user_id: str) -> str | None:
         except ValueError:
             return None
     return v if PRINCIPAL_RE.match(v) else None
+
+
+def mcp_headers(api_key: str, *, principal_header: str = "X-Principal-Id") -> Callable[[Any], dict[str, str]]:
+    """A ``header_provider`` for ADK's ``McpToolset`` against Org Memory's ``/mcp``: the API key and the
+    viewer the ADK ``user_id`` maps to (``user:<uuid>`` or a bare uuid — never ``user:user:…``). An id
+    that is neither sends no principal: the server then sees no user (no user-scoped memories), it never
+    guesses one."""
+
+    def provide(ctx: Any) -> dict[str, str]:
+        headers = {"X-Api-Key": api_key}
+        pid = user_principal(str(getattr(ctx, "user_id", "") or ""))
+        if pid is not None:
+            headers[principal_header] = pid
+        else:
+            log.warning("McpToolset: ADK user_id is not user:<uuid> or a uuid; no principal sent")
+        return headers
+
+    return provide
 
 
 def _event_text(event: Event) -> str:
@@ -146,19 +169,17 @@ class OrgMemoryService(BaseMemoryService):
         return SearchMemoryResponse(memories=entries)
 
     # ---- writes -----------------------------------------------------------------------------------------
-    async def _write(
+    def _body(
         self,
         *,
         app_name: str,
-        user_id: str,
         text: str,
         session_id: str | None,
         event_id: str | None,
         custom_metadata: Mapping[str, object] | None,
         title: str | None = None,
-    ) -> str:
+    ) -> dict[str, Any]:
         scope = str((custom_metadata or {}).get("scope") or self.default_scope)
-        client = await self._ready(self.writer)
         body: dict[str, Any] = {
             "text": text,
             "scope": scope,
@@ -170,8 +191,7 @@ class OrgMemoryService(BaseMemoryService):
         kind = (custom_metadata or {}).get("kind")
         if isinstance(kind, str):
             body["kind"] = kind
-        written = await client.remember(body, principal_id=self._viewer(user_id))
-        return written.memory_id
+        return body
 
     async def add_session_to_memory(self, session: Session) -> None:
         await self.add_events_to_memory(
@@ -187,21 +207,30 @@ class OrgMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
+        """The events' texts as ONE batch write (``POST /v1/memories/batch``): the server's per-session
+        throttle counts a session once, however many events it has; re-adding a session sends only its
+        new events (and the server's ids make a resent event the same memory)."""
+        pid = self._viewer(user_id)
+        fresh: list[tuple[tuple[str, str, str | None, str], dict[str, Any]]] = []
         for event in events:
             text = _event_text(event)
             seen = (app_name, user_id, session_id, event.id)
-            if not text or seen in self._written:  # re-adding a session writes only its new events
+            if not text or seen in self._written or any(s == seen for s, _ in fresh):
                 continue
-            await self._write(
+            body = self._body(
                 app_name=app_name,
-                user_id=user_id,
                 text=text,
                 session_id=session_id,
                 event_id=event.id,
                 custom_metadata=custom_metadata,
                 title=f"{event.author} in {app_name}",
             )
-            self._written.add(seen)
+            fresh.append((seen, body))
+        client = await self._ready(self.writer)
+        for start in range(0, len(fresh), BATCH):
+            chunk = fresh[start : start + BATCH]
+            await client.remember_batch([b for _, b in chunk], principal_id=pid)
+            self._written.update(s for s, _ in chunk)
 
     async def add_memory(
         self,
@@ -211,6 +240,9 @@ class OrgMemoryService(BaseMemoryService):
         memories: Sequence[MemoryEntry],
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
+        """The entries as one batch write (one write for the throttle)."""
+        pid = self._viewer(user_id)
+        bodies: list[dict[str, Any]] = []
         for entry in memories:
             parts = entry.content.parts or []
             text = "\n".join(p.text for p in parts if p.text).strip()
@@ -218,15 +250,19 @@ class OrgMemoryService(BaseMemoryService):
                 continue
             meta = {**(custom_metadata or {}), **entry.custom_metadata}
             session = meta.get("session_id")
-            await self._write(
-                app_name=app_name,
-                user_id=user_id,
-                text=text,
-                session_id=str(session) if session else None,
-                event_id=entry.id,
-                custom_metadata=meta,
-                title=entry.author,
+            bodies.append(
+                self._body(
+                    app_name=app_name,
+                    text=text,
+                    session_id=str(session) if session else None,
+                    event_id=entry.id,
+                    custom_metadata=meta,
+                    title=entry.author,
+                )
             )
+        client = await self._ready(self.writer)
+        for start in range(0, len(bodies), BATCH):
+            await client.remember_batch(bodies[start : start + BATCH], principal_id=pid)
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         if not memory_id:

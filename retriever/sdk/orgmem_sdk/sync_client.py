@@ -15,13 +15,21 @@ from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from retriever.client import OrgMemoryClient
-from schemas.memory import ForgetResponse, RememberRequest, RememberResponse
-from schemas.tools import (
+from orgmem_sdk.client import OrgMemoryClient
+from orgmem_sdk.models import (
+    ForgetResponse,
+    ListMemoriesRequest,
+    MemoryDetail,
+    MemoryList,
+    RememberBatchResponse,
+    RememberRequest,
+    RememberResponse,
     RetrieveContextRequest,
     RetrieveContextResponse,
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
+    UpdateMemoryResponse,
+    WhoAmIResponse,
 )
 
 T = TypeVar("T")
@@ -111,3 +119,66 @@ class OrgMemorySyncClient:
     ) -> ForgetResponse:
         self.start()
         return self._run(self.client.forget(memory_id, principal_id=principal_id, workspace=workspace, timeout=timeout))
+
+    def remember_batch(
+        self,
+        memories: Sequence[RememberRequest | dict[str, Any]],
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> RememberBatchResponse:
+        self.start()
+        return self._run(
+            self.client.remember_batch(memories, principal_id=principal_id, groups=groups, timeout=timeout)
+        )
+
+    def list_memories(
+        self,
+        request: ListMemoriesRequest | dict[str, Any] | None = None,
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> MemoryList:
+        self.start()
+        return self._run(self.client.list_memories(request, principal_id=principal_id, groups=groups, timeout=timeout))
+
+    def get_memory(
+        self,
+        memory_id: str,
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        workspace: str = "default",
+        timeout: float | None = None,
+    ) -> MemoryDetail:
+        self.start()
+        return self._run(
+            self.client.get_memory(
+                memory_id, principal_id=principal_id, groups=groups, workspace=workspace, timeout=timeout
+            )
+        )
+
+    def update_memory(
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        workspace: str = "default",
+        timeout: float | None = None,
+    ) -> UpdateMemoryResponse:
+        self.start()
+        return self._run(
+            self.client.update_memory(
+                memory_id, text, principal_id=principal_id, groups=groups, workspace=workspace, timeout=timeout
+            )
+        )
+
+    def whoami(
+        self, *, principal_id: str | None = None, groups: Sequence[str] | None = None, timeout: float | None = None
+    ) -> WhoAmIResponse:
+        self.start()
+        return self._run(self.client.whoami(principal_id=principal_id, groups=groups, timeout=timeout))

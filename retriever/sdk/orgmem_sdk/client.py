@@ -5,8 +5,6 @@ partition, short retention), reads it from its end with a group-less consumer, a
 keyed by ``correlation_id``. A call that gets no reply within ``timeout`` is retried ``retries`` times
 with a fresh correlation id (a late reply to an abandoned attempt is ignored), then raises
 ``RpcTimeoutError``. Structured error replies raise ``ToolCallError`` carrying status, type and field.
-Kafka requests are signed with ``api_key`` (an ``agent`` key: ``retriever.rpc.sign_rpc``); the retriever
-refuses unsigned ones.
 
     async with OrgMemoryClient.kafka("127.0.0.1:19092", namespace="om", api_key=AGENT_KEY) as om:
         ctx = await om.retrieve_context({"query": "who owns billing?"},
@@ -20,21 +18,24 @@ import contextlib
 import json
 import logging
 import random
+import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote, urlencode
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from retriever.client_errors import (
+from orgmem_sdk.errors import (
     AuthenticationError,
+    ConfigurationError,
     ForbiddenError,
     InvalidRequestError,
     NotFoundError,
@@ -44,9 +45,17 @@ from retriever.client_errors import (
     ToolCallError,
     error_for,
 )
-from retriever.rpc import CORRELATION_ID, DEADLINE, REPLY_TO, reply_topic, sign_rpc
-from schemas.memory import ForgetRequest, ForgetResponse, RememberRequest, RememberResponse
-from schemas.tools import (
+from orgmem_sdk.models import (
+    ForgetRequest,
+    ForgetResponse,
+    GetMemoryRequest,
+    ListMemoriesRequest,
+    MemoryDetail,
+    MemoryList,
+    RememberBatchRequest,
+    RememberBatchResponse,
+    RememberRequest,
+    RememberResponse,
     RetrieveContextRequest,
     RetrieveContextResponse,
     RpcReply,
@@ -54,9 +63,17 @@ from schemas.tools import (
     RpcViewer,
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
+    UpdateMemoryRequest,
+    UpdateMemoryResponse,
+    WhoAmIResponse,
 )
-from services.errors import ConfigurationError
-from services.kafka.clients import kafka_admin
+from orgmem_sdk.signing import sign_rpc
+
+# the Kafka request/reply wire (the server's retriever/rpc.py speaks the same)
+REPLY_TO = "reply_to"
+CORRELATION_ID = "correlation_id"
+DEADLINE = "deadline"
+CLIENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,80}$")
 
 log = logging.getLogger("orgmem.client")
 M = TypeVar("M", bound=BaseModel)
@@ -66,6 +83,7 @@ BACKOFF_BASE_S = 0.2
 BACKOFF_MAX_S = 5.0
 __all__ = [
     "AuthenticationError",
+    "ConfigurationError",
     "ForbiddenError",
     "InvalidRequestError",
     "NotFoundError",
@@ -77,9 +95,46 @@ __all__ = [
 ]
 
 
+def reply_topic(namespace: str, client_id: str) -> str:
+    if not CLIENT_ID_RE.match(client_id):
+        raise ConfigurationError(f"client id must match {CLIENT_ID_RE.pattern}, got {client_id!r}", setting="client_id")
+    return f"{namespace}.rpc.reply.{client_id}.v1"
+
+
+@contextlib.asynccontextmanager
+async def kafka_admin(bootstrap_servers: str) -> AsyncIterator[AIOKafkaAdminClient]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=30_000)
+    try:
+        await admin.start()
+        yield admin
+    finally:
+        await admin.close()
+
+
+def validated(model: type[M], value: BaseModel | dict[str, Any]) -> M:
+    """``value`` as ``model``, or ``InvalidRequestError`` (status 422) whose ``field`` is the first error's
+    dotted location — the same shape the server answers with; nothing is sent."""
+    try:
+        return model.model_validate(value.model_dump() if isinstance(value, BaseModel) else value)
+    except ValidationError as exc:
+        errors = exc.errors()
+        field = ".".join(str(p) for p in errors[0]["loc"]) or None if errors else None
+        msg = errors[0]["msg"] if errors else str(exc)
+        raise InvalidRequestError(
+            f"invalid {model.__name__}: {field or 'request'}: {msg}",
+            status=422,
+            type="ValidationError",
+            field=field,
+        ) from None
+
+
 def backoff_s(attempt: int, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_MAX_S) -> float:
     """Full-jitter exponential backoff before retry ``attempt`` (0-based)."""
     return random.uniform(0, min(cap, base * 2**attempt))
+
+
+class _TextBody(BaseModel):
+    text: str
 
 
 class OrgMemoryClient:
@@ -102,6 +157,17 @@ class OrgMemoryClient:
             raise ConfigurationError("HTTP transport needs http_url", setting="http_url")
         if transport == "kafka" and not bootstrap_servers:
             raise ConfigurationError("Kafka transport needs bootstrap_servers", setting="bootstrap_servers")
+        self._settings: dict[str, Any] = {
+            "transport": transport,
+            "http_url": http_url,
+            "api_key": api_key,
+            "bootstrap_servers": bootstrap_servers,
+            "namespace": namespace,
+            "timeout": timeout,
+            "retries": retries,
+            "reply_retention_ms": reply_retention_ms,
+            "delete_reply_topic": delete_reply_topic,
+        }
         self.transport = transport
         self.timeout = timeout
         self.retries = max(0, retries)
@@ -127,6 +193,14 @@ class OrgMemoryClient:
     @classmethod
     def kafka(cls, bootstrap_servers: str, **kwargs: Any) -> OrgMemoryClient:
         return cls(transport="kafka", bootstrap_servers=bootstrap_servers, **kwargs)
+
+    def copy(self) -> OrgMemoryClient:
+        """A new, unstarted client with the same settings (its own connections and client id): what a
+        second event loop — e.g. ``OrgMemorySyncClient`` — needs. Not for a client built on a given
+        ``http_client``."""
+        if self._settings["transport"] == "http" and not self._settings["http_url"]:
+            raise ConfigurationError("copy() needs a client built with http_url, not http_client", setting="http_url")
+        return OrgMemoryClient(**self._settings)
 
     # ---- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -196,7 +270,7 @@ class OrgMemoryClient:
         groups: Sequence[str] = (),
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
     ) -> RetrieveContextResponse:
-        req = RetrieveContextRequest.model_validate(request)
+        req = validated(RetrieveContextRequest, request)
         return await self._call("retrieve_context", req, RetrieveContextResponse, principal_id, groups, timeout)
 
     async def search_knowledge_base(
@@ -207,7 +281,7 @@ class OrgMemoryClient:
         groups: Sequence[str] = (),
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
     ) -> SearchKnowledgeBaseResponse:
-        req = SearchKnowledgeBaseRequest.model_validate(request)
+        req = validated(SearchKnowledgeBaseRequest, request)
         return await self._call(
             "search_knowledge_base", req, SearchKnowledgeBaseResponse, principal_id, groups, timeout
         )
@@ -252,7 +326,7 @@ class OrgMemoryClient:
     ) -> RememberResponse:
         """Write a memory as ``principal_id`` (``POST /v1/memories``, or the ``remember`` RPC tool);
         idempotent per source event."""
-        req = RememberRequest.model_validate(request)
+        req = validated(RememberRequest, request)
         budget = timeout or self.timeout
         if self.transport == "http":
             return await self._retrying(
@@ -275,7 +349,7 @@ class OrgMemoryClient:
         (or, over HTTP, an admin) may."""
         budget = timeout or self.timeout
         if self.transport == "http":
-            path = f"/v1/memories/{memory_id}?workspace={workspace}"
+            path = f"/v1/memories/{quote(memory_id, safe='')}?{urlencode({'workspace': workspace})}"
             return await self._retrying(
                 "forget", lambda: self._http_call("DELETE", path, None, ForgetResponse, principal_id, None, budget)
             )
@@ -283,6 +357,109 @@ class OrgMemoryClient:
         return await self._retrying(
             "forget", lambda: self._kafka_call("forget", req, ForgetResponse, principal_id, (), budget)
         )
+
+    async def remember_batch(
+        self,
+        memories: Sequence[RememberRequest | dict[str, Any]],
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> RememberBatchResponse:
+        """Write several memories (typically one session's) as one write for the server's throttle
+        (``POST /v1/memories/batch``); every item is checked before any is written. HTTP only."""
+        req = validated(RememberBatchRequest, {"memories": [validated(RememberRequest, m) for m in memories]})
+        self._http_only("remember_batch")
+        budget = timeout or self.timeout
+        return await self._retrying(
+            "remember_batch",
+            lambda: self._http_call(
+                "POST", "/v1/memories/batch", req, RememberBatchResponse, principal_id, groups, budget
+            ),
+        )
+
+    # ---- memory verbs: list / get / update / whoami (HTTP) ----------------------------------------------
+    async def list_memories(
+        self,
+        request: ListMemoriesRequest | dict[str, Any] | None = None,
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> MemoryList:
+        """My memories (no ``scope``), my private ones (``scope="user"``) or those shared with a group I hold
+        (``scope="group:<uuid>"``); newest first, ``limit`` per page, ``cursor`` = the last ``next_cursor``."""
+        req = validated(ListMemoriesRequest, request or {})
+        self._http_only("list_memories")
+        query = urlencode({k: v for k, v in req.model_dump().items() if v is not None})
+        return await self._retrying(
+            "list_memories",
+            lambda: self._http_call(
+                "GET", f"/v1/memories?{query}", None, MemoryList, principal_id, groups, timeout or self.timeout
+            ),
+        )
+
+    async def get_memory(
+        self,
+        memory_id: str,
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        workspace: str = "default",
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> MemoryDetail:
+        """One memory I may see, with its version history (oldest first)."""
+        req = validated(GetMemoryRequest, {"memory_id": memory_id, "workspace": workspace})
+        self._http_only("get_memory")
+        path = f"/v1/memories/{quote(req.memory_id, safe='')}?{urlencode({'workspace': req.workspace})}"
+        return await self._retrying(
+            "get_memory",
+            lambda: self._http_call("GET", path, None, MemoryDetail, principal_id, groups, timeout or self.timeout),
+        )
+
+    async def update_memory(
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        workspace: str = "default",
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> UpdateMemoryResponse:
+        """A new version of my memory that supersedes the current one (same id and scope; history kept)."""
+        req = validated(UpdateMemoryRequest, {"memory_id": memory_id, "text": text, "workspace": workspace})
+        self._http_only("update_memory")
+        path = f"/v1/memories/{quote(req.memory_id, safe='')}/versions?{urlencode({'workspace': req.workspace})}"
+        body = _TextBody(text=req.text)
+        return await self._retrying(
+            "update_memory",
+            lambda: self._http_call(
+                "POST", path, body, UpdateMemoryResponse, principal_id, groups, timeout or self.timeout
+            ),
+        )
+
+    async def whoami(
+        self,
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> WhoAmIResponse:
+        """My principal, my groups (from the directory unless ``groups`` is given) and the scopes I may write."""
+        self._http_only("whoami")
+        return await self._retrying(
+            "whoami",
+            lambda: self._http_call(
+                "GET", "/v1/whoami", None, WhoAmIResponse, principal_id, groups, timeout or self.timeout
+            ),
+        )
+
+    def _http_only(self, what: str) -> None:
+        if self.transport != "http":
+            raise ConfigurationError(
+                f"{what} is served over HTTP only; build the client with OrgMemoryClient.http(…)", setting="transport"
+            )
 
     async def _http_call(
         self,

@@ -5,23 +5,29 @@
     retriever = OrgMemoryRetriever(client=OrgMemoryClient.http(url, key), principal_id="user:…")
     docs = await retriever.ainvoke("who owns billing?")
 
+    docs = retriever.invoke("who owns billing?")  # sync: its own OrgMemorySyncClient, built on first use
+
 The viewer is fixed on the retriever (the caller's authenticated user), never taken from the query.
-Give ``sync_client`` (``OrgMemorySyncClient``) for ``invoke``; ``ainvoke`` uses ``client``.
+``ainvoke`` uses ``client``; ``invoke`` uses ``sync_client`` when given, else builds one from a copy of
+``client``'s settings (its own loop thread and connections; ``close()`` stops it).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-from retriever.client import OrgMemoryClient
-from retriever.sync_client import OrgMemorySyncClient
-from schemas.tools import RetrieveContextResponse
-from services.errors import ConfigurationError
+from orgmem_sdk.client import OrgMemoryClient
+from orgmem_sdk.errors import ConfigurationError
+from orgmem_sdk.models import RetrieveContextResponse
+from orgmem_sdk.sync_client import OrgMemorySyncClient
+
+_BUILD_LOCK = threading.Lock()
 
 
 def to_documents(response: RetrieveContextResponse) -> list[Document]:
@@ -54,6 +60,7 @@ class OrgMemoryRetriever(BaseRetriever):
     limit: int = 10
     max_tokens: int | None = None
     workspace: str = "default"
+    _owns_sync: bool = PrivateAttr(default=False)
 
     def _request(self, query: str) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "limit": self.limit, "workspace": self.workspace}
@@ -61,12 +68,24 @@ class OrgMemoryRetriever(BaseRetriever):
             body["max_tokens"] = self.max_tokens
         return body
 
+    def _sync(self) -> OrgMemorySyncClient:
+        with _BUILD_LOCK:
+            if self.sync_client is None:
+                if self.client is None:
+                    raise ConfigurationError("OrgMemoryRetriever needs client or sync_client", setting="client")
+                self.sync_client = OrgMemorySyncClient(self.client.copy())
+                self._owns_sync = True
+        return self.sync_client
+
+    def close(self) -> None:
+        """Stop the sync client this retriever built (a given one is the caller's to close)."""
+        if self._owns_sync and self.sync_client is not None:
+            self.sync_client.close()
+            self.sync_client = None
+            self._owns_sync = False
+
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        if self.sync_client is None:
-            raise ConfigurationError("OrgMemoryRetriever.invoke needs sync_client", setting="sync_client")
-        resp = self.sync_client.retrieve_context(
-            self._request(query), principal_id=self.principal_id, groups=self.groups
-        )
+        resp = self._sync().retrieve_context(self._request(query), principal_id=self.principal_id, groups=self.groups)
         return to_documents(resp)
 
     async def _aget_relevant_documents(
