@@ -1,0 +1,171 @@
+"""Silent loss on the Kafka path (issue 20 §1), on the real broker.
+
+A record whose header *key* is not UTF-8 (the Kafka protocol says String; aiokafka's own pure-Python record
+builder writes whatever ``.encode`` returns) made the client library's fetch raise: records already drained
+from other partitions were dropped while their offsets were committed, the partition holding the bad record
+wedged for ever, and ``orgmem replay`` crashed on it. Expected: that one record dead-lettered with its raw
+bytes and the reason, every other record applied, the committed offsets never past an unapplied record,
+replay passing it. And a header the product does not read never makes a record fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import aiokafka.producer.message_accumulator as accumulator
+import aiokafka.producer.producer as producer_module
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy
+
+from services.kafka.clients import producer_config
+from services.ops.dlq import read_dead_letters
+from services.ops.replay import replay
+from services.settings import Settings
+from tests.integration.helpers import ensure_test_topics, envelope, eventually, fetchval, principal
+
+BAD_KEY = b"\xff\xfe"
+
+
+class RawHeaderKey(str):
+    """A header key whose wire bytes are ``raw`` (not UTF-8): the pure-Python builder writes ``key.encode()``."""
+
+    raw: bytes
+
+    def __new__(cls, raw: bytes) -> RawHeaderKey:
+        obj = super().__new__(cls, raw.decode("latin-1"))
+        obj.raw = raw
+        return obj
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return self.raw
+
+
+@contextmanager
+def python_record_builder() -> Iterator[None]:
+    """Produce with aiokafka's pure-Python batch builder (the C one refuses a key it cannot encode)."""
+    saved = accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder
+    accumulator.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy  # type: ignore[misc]
+    producer_module.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder = saved  # type: ignore[misc]
+
+
+@asynccontextmanager
+async def raw_producer(settings: Settings) -> AsyncIterator[AIOKafkaProducer]:
+    await ensure_test_topics(settings)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, **producer_config(client_id="kafkaloss-test")
+    )
+    await producer.start()
+    try:
+        yield producer
+    finally:
+        await producer.stop()
+
+
+def _good(external_id: str, g: str) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    env = envelope(external_id, f"good record {external_id}", principals=[g])
+    headers = [("x-event-type", b"envelope"), ("x-envelope-id", str(env.envelope_id).encode())]
+    return env.model_dump_json().encode(), env.key.encode(), headers
+
+
+async def produce_goods(settings: Settings, prefix: str, n: int, g: str) -> None:
+    async with raw_producer(settings) as p:
+        futures = []
+        for i in range(n):
+            value, key, headers = _good(f"{prefix}/{i}", g)
+            futures.append(await p.send(settings.topic("envelopes"), value, key=key, headers=headers))
+        await asyncio.gather(*futures)
+
+
+async def produce_bad_header_key(settings: Settings, g: str) -> tuple[bytes, int, int]:
+    """One valid envelope whose only fault is a header key that is not UTF-8; returns (value, partition, offset)."""
+    value, key, headers = _good("BAD/key", g)
+    with python_record_builder():
+        async with raw_producer(settings) as p:
+            meta = await p.send_and_wait(
+                settings.topic("envelopes"), value, key=key, headers=[*headers, (RawHeaderKey(BAD_KEY), b"v")]
+            )
+    return value, meta.partition, meta.offset
+
+
+async def committed_and_ends(settings: Settings, stage: str) -> tuple[dict[int, int], dict[int, int]]:
+    topic = settings.topic("envelopes")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers, group_id=settings.group(stage), enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(settings.topic_partitions)]
+        ends = await consumer.end_offsets(tps)
+        committed = {tp.partition: (await consumer.committed(tp)) or 0 for tp in tps}
+        return committed, {tp.partition: off for tp, off in ends.items()}
+    finally:
+        await asyncio.sleep(0)
+        await consumer.stop()
+
+
+async def test_a_non_utf8_header_key_is_dead_lettered_alone_and_nothing_else_is_lost(
+    settings: Settings, pipeline: Any
+) -> None:
+    g = principal()
+    await produce_goods(settings, "A", 100, g)
+    bad_value, bad_partition, bad_offset = await produce_bad_header_key(settings, g)
+    await produce_goods(settings, "B", 100, g)
+    await pipeline("ingest")
+    count = "SELECT count(*) FROM documents"
+    await eventually(lambda: fetchval(settings, count), until=lambda n: n >= 200, timeout=60)
+
+    # sent later, while the stage runs: none of them may be lost either
+    await produce_goods(settings, "C", 60, g)
+    await eventually(lambda: fetchval(settings, count), until=lambda n: n >= 260, timeout=60)
+    letters = await eventually(lambda: read_dead_letters(settings, "ingest"), until=lambda ls: len(ls) >= 1)
+    assert len(letters) == 1
+    [letter] = letters
+    assert letter.record.value == bad_value  # its raw bytes
+    assert letter.record.header("x-dlq-original-partition") == str(bad_partition)
+    assert letter.record.header("x-dlq-original-offset") == str(bad_offset)
+    assert letter.record.header("x-dlq-error-class") == "InvalidPayloadError"
+    assert letter.record.header("x-dlq-error-field") == "headers"
+    assert "not UTF-8" in (letter.record.header("x-dlq-error-message") or "")
+    assert "\\xff\\xfe" in (letter.record.header("x-dlq-error-message") or "")
+    assert await fetchval(settings, count) == 260
+    assert await fetchval(settings, "SELECT count(*) FROM documents WHERE external_id = 'BAD/key'") == 0
+
+    # every partition's committed offset reaches its end: the bad one moved on, nothing was skipped
+    committed, ends = await eventually(
+        lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30
+    )
+    assert sum(ends.values()) == 261
+
+    # the log keeps the bad record: a replay from the earliest offset passes it (its letter exists already)
+    result = await replay(settings, "ingest", start=None)
+    assert result.records == 261
+    assert len(await read_dead_letters(settings, "ingest")) == 1
+    assert await fetchval(settings, count) == 260
+
+
+async def test_an_undecodable_value_of_a_header_nobody_reads_does_not_fail_the_record(
+    settings: Settings, pipeline: Any
+) -> None:
+    g = principal()
+    value, key, headers = _good("TRACE/1", g)
+    async with raw_producer(settings) as p:
+        await p.send_and_wait(
+            settings.topic("envelopes"), value, key=key, headers=[*headers, ("x-trace", b"\xff\xfe\xfa")]
+        )
+    await pipeline("ingest")
+    await eventually(
+        lambda: fetchval(settings, "SELECT count(*) FROM documents WHERE external_id = 'TRACE/1'"),
+        until=lambda n: n == 1,
+        timeout=60,
+    )
+    committed, ends = await eventually(
+        lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30
+    )
+    assert await read_dead_letters(settings, "ingest") == []
