@@ -47,12 +47,12 @@ class RawHeaderKey(str):
 def python_record_builder() -> Iterator[None]:
     """Produce with aiokafka's pure-Python batch builder (the C one refuses a key it cannot encode)."""
     saved = accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder
-    accumulator.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy  # type: ignore[misc]
-    producer_module.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy  # type: ignore[misc]
+    accumulator.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy
+    producer_module.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy
     try:
         yield
     finally:
-        accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder = saved  # type: ignore[misc]
+        accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder = saved
 
 
 @asynccontextmanager
@@ -138,7 +138,7 @@ async def test_a_non_utf8_header_key_is_dead_lettered_alone_and_nothing_else_is_
     assert await fetchval(settings, "SELECT count(*) FROM documents WHERE external_id = 'BAD/key'") == 0
 
     # every partition's committed offset reaches its end: the bad one moved on, nothing was skipped
-    committed, ends = await eventually(
+    _, ends = await eventually(
         lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30
     )
     assert sum(ends.values()) == 261
@@ -165,7 +165,5 @@ async def test_an_undecodable_value_of_a_header_nobody_reads_does_not_fail_the_r
         until=lambda n: n == 1,
         timeout=60,
     )
-    committed, ends = await eventually(
-        lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30
-    )
+    await eventually(lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30)
     assert await read_dead_letters(settings, "ingest") == []
