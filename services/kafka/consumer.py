@@ -117,6 +117,7 @@ class StageConsumer:
         self._retrying: dict[TopicPartition, float] = {}  # released from a hold, not fetched cleanly yet: its delay
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._others_had_a_turn = True  # a held partition is retried only after a fetch of the healthy ones
 
     def _aiokafka(self) -> Consumer:
         consumer: Consumer = AIOKafkaConsumer(
@@ -197,7 +198,9 @@ class StageConsumer:
             return 0
         if scope:
             self._fetch_ok(scope[0])
-        elif not self._held and not self._retrying and self.watch is not None:
+        else:
+            self._others_had_a_turn = True
+        if not scope and not self._held and not self._retrying and self.watch is not None:
             self.watch.fetch_ok()
         records = [r for msgs in fetched.values() for r in from_consumer_records(msgs)]
         if not records:
@@ -283,15 +286,17 @@ class StageConsumer:
                 self.watch.fetch_ok("*")
 
     def _release_held(self, c: Consumer) -> None:
-        """A held partition whose backoff ran out is retried on its own (and held again if it still fails)."""
+        """A held partition whose backoff ran out is retried on its own (and held again if it still fails) —
+        after the healthy partitions had a fetch of their own, so a failing one never starves them."""
         now = time.monotonic()
         for tp, held in list(self._held.items()):
-            if held.until <= now:
+            if held.until <= now and self._others_had_a_turn and not self._isolating:
+                self._others_had_a_turn = False
                 del self._held[tp]
                 self._retrying[tp] = held.delay
                 with contextlib.suppress(IllegalStateError):
                     c.resume(tp)
-                self._isolating.insert(0, tp)
+                self._isolating.append(tp)
         assigned = c.assignment()
         for tp in [tp for tp in (*self._held, *self._retrying) if tp not in assigned]:  # revoked: new owner's now
             self._held.pop(tp, None)
