@@ -1,9 +1,11 @@
-"""The stage behaviour suite (``tests/stage_behaviour.py``) in memory: FastStream's ``TestKafkaBroker``, a
-recording publisher for the dead letters, a pool that records what a stage would execute."""
+"""The stage behaviour suite (``tests/stage_behaviour.py``) in memory: the stage's own fetch loop on an in-memory
+log (``tests/memory_kafka.py``), a recording publisher for the dead letters, a pool that records what a stage
+would execute."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from services.objectstore import build_object_store
 from services.runtime import Clients, Runtime
 from services.settings import Settings
 from services.stagekit import Stage
+from tests.memory_kafka import MemoryConsumer, MemoryLog
 from tests.stage_behaviour import STAGES, Letter, StageHarness, poison_goes_to_the_stage_dead_letter_topic
 
 
@@ -72,6 +75,36 @@ class RecordingPool:
     async def close(self) -> None: ...
 
 
+Publish = Callable[[bytes, bytes], Awaitable[None]]
+
+
+@asynccontextmanager
+async def memory_broker(rt: Runtime, topic: str) -> AsyncIterator[Publish]:
+    """Run ``rt``'s stages in memory: batch stages' own fetch loops on a ``MemoryLog``; a stage with its own
+    FastStream subscriber (the retriever's request/reply) on FastStream's ``TestKafkaBroker``."""
+    log = MemoryLog()
+    for sc in rt.consumers:
+        sc.factory = lambda sc=sc: MemoryConsumer(log, sc.topic, sc.group_id)  # type: ignore[misc]
+        await sc.start()
+    try:
+        if rt.consumers:
+
+            async def publish(value: bytes, key: bytes) -> None:
+                log.append(topic, value, key=key)
+
+            yield publish
+        else:
+            async with TestKafkaBroker(rt.broker) as broker:
+
+                async def publish_faststream(value: bytes, key: bytes) -> None:
+                    await broker.publish(value, topic, key=key)
+
+                yield publish_faststream
+    finally:
+        for sc in rt.consumers:
+            await sc.stop()
+
+
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path: Path) -> None:
     settings = Settings(
@@ -95,16 +128,17 @@ async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path
     )
     stage.register(rt)
     topic = stage.input_topic(settings)
+    dlq = dlq_topic(settings, stage.name)
 
-    async with TestKafkaBroker(rt.broker) as broker:
+    async def dead_letters(n: int) -> list[Letter]:
+        for _ in range(500):
+            letters = [Letter(v, k, h) for t, v, k, h in publisher.sent if t == dlq]
+            if len(letters) >= n:
+                return letters
+            await asyncio.sleep(0.01)
+        return letters
 
-        async def publish(value: bytes, key: bytes) -> None:
-            await broker.publish(value, topic, key=key)
-
-        async def dead_letters(n: int) -> list[Letter]:
-            dlq = dlq_topic(settings, stage.name)
-            return [Letter(v, k, h) for t, v, k, h in publisher.sent if t == dlq]
-
+    async with memory_broker(rt, topic) as publish:
         harness = StageHarness(stage, topic, publish, dead_letters, lambda: len(rt.handlers))
         await poison_goes_to_the_stage_dead_letter_topic(harness)
     writes = [s for s in pool.statements if not s.lstrip().upper().startswith("SELECT")]
