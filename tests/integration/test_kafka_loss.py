@@ -11,48 +11,20 @@ replay passing it. And a header the product does not read never makes a record f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-import aiokafka.producer.message_accumulator as accumulator
-import aiokafka.producer.producer as producer_module
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy
 
 from services.kafka.clients import producer_config
 from services.ops.dlq import read_dead_letters
 from services.ops.replay import replay
 from services.settings import Settings
 from tests.integration.helpers import ensure_test_topics, envelope, eventually, fetchval, principal
+from tests.kafka_raw import RawHeaderKey, python_record_builder
 
 BAD_KEY = b"\xff\xfe"
-
-
-class RawHeaderKey(str):
-    """A header key whose wire bytes are ``raw`` (not UTF-8): the pure-Python builder writes ``key.encode()``."""
-
-    raw: bytes
-
-    def __new__(cls, raw: bytes) -> RawHeaderKey:
-        obj = super().__new__(cls, raw.decode("latin-1"))
-        obj.raw = raw
-        return obj
-
-    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-        return self.raw
-
-
-@contextmanager
-def python_record_builder() -> Iterator[None]:
-    """Produce with aiokafka's pure-Python batch builder (the C one refuses a key it cannot encode)."""
-    saved = accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder
-    accumulator.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy
-    producer_module.DefaultRecordBatchBuilder = _DefaultRecordBatchBuilderPy
-    try:
-        yield
-    finally:
-        accumulator.DefaultRecordBatchBuilder, producer_module.DefaultRecordBatchBuilder = saved
 
 
 @asynccontextmanager
