@@ -11,13 +11,19 @@ replay passing it. And a header the product does not read never makes a record f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiokafka.consumer.fetcher as fetcher
+import httpx
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from services.api.app import create_app
 from services.kafka.clients import producer_config
+from services.kafka.consumer import StageConsumer
+from services.kafka.records import Record
 from services.ops.dlq import read_dead_letters
 from services.ops.replay import replay
 from services.settings import Settings
@@ -139,3 +145,118 @@ async def test_an_undecodable_value_of_a_header_nobody_reads_does_not_fail_the_r
     )
     await eventually(lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30)
     assert await read_dead_letters(settings, "ingest") == []
+
+
+class Witness:
+    """Wraps a running stage's fetch loop: every record handed to the stage, and a check of every commit
+    against them — a commit past a record the stage did not handle fails the test."""
+
+    def __init__(self, sc: StageConsumer) -> None:
+        self.handled: dict[int, set[int]] = {}
+        self.commits = 0
+        self.violations: list[str] = []
+        inner_handle = sc.handle
+        consumer = sc.consumer
+        assert consumer is not None
+        inner_commit = consumer.commit
+
+        async def handle(records: Sequence[Record]) -> None:
+            await inner_handle(records)  # returns once every record is applied or dead-lettered
+            for r in records:
+                self.handled.setdefault(r.partition, set()).add(r.offset)
+
+        async def commit(offsets: Any = None) -> None:
+            assert offsets is not None, "the loop commits explicit offsets only"
+            for tp, offset in offsets.items():
+                missing = set(range(offset)) - self.handled.get(tp.partition, set())
+                if missing:
+                    self.violations.append(f"{tp.partition}:{offset} past {sorted(missing)[:5]}")
+            self.commits += 1
+            await inner_commit(offsets)
+
+        sc.handle = handle
+        consumer.commit = commit  # type: ignore[method-assign]
+
+
+def stage_consumer(rt: Any, stage: str) -> StageConsumer:
+    [sc] = [c for c in rt.consumers if c.stage == stage]
+    assert isinstance(sc, StageConsumer)
+    return sc
+
+
+async def test_faults_injected_in_the_fetch_path_lose_nothing_and_commit_nothing_unapplied(
+    settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiokafka's failure mode, injected: a partition's records drained (its position moved), then the fetch
+    raises and the drained records are gone. The loop rewinds; nothing is lost, no commit passes them."""
+    g = principal()
+    original = fetcher.FetchResult.getall
+    calls = {"with_records": 0, "raised": 0}
+
+    def getall(self: Any, max_records: int | None = None) -> list[Any]:
+        records: list[Any] = original(self, max_records)
+        if records:
+            calls["with_records"] += 1
+            if calls["with_records"] % 3 == 0 and calls["raised"] < 4:
+                calls["raised"] += 1
+                raise RuntimeError("injected: the fetch failed after draining a partition")
+        return records
+
+    rt = await pipeline("ingest")
+    witness = Witness(stage_consumer(rt, "ingest"))
+    monkeypatch.setattr(fetcher.FetchResult, "getall", getall)
+    for phase in range(4):  # records keep arriving while faults hit
+        await produce_goods(settings, f"F{phase}", 50, g)
+        await asyncio.sleep(0.3)
+    count = "SELECT count(*) FROM documents"
+    await eventually(lambda: fetchval(settings, count), until=lambda n: n >= 200, timeout=90)
+    await eventually(lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30)
+    assert calls["raised"] >= 1 and stage_consumer(rt, "ingest").fetch_faults == calls["raised"]
+    assert await fetchval(settings, count) == 200
+    assert witness.commits > 0 and witness.violations == []
+    assert await read_dead_letters(settings, "ingest") == []
+
+
+async def test_a_partition_that_cannot_be_fetched_is_held_reported_by_readyz_and_resumes(
+    settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault the parser cannot absorb (here: every fetch of partition 1 raises): the other partitions go on,
+    partition 1 is held — nothing of it skipped or committed — and ``/readyz`` says so until it fetches again."""
+    g = principal()
+    original = fetcher.FetchResult.getall
+    broken = {1}
+
+    def getall(self: Any, max_records: int | None = None) -> list[Any]:
+        if self._topic_partition.partition in broken:
+            raise RuntimeError("injected: partition 1 cannot be parsed")
+        records: list[Any] = original(self, max_records)
+        return records
+
+    monkeypatch.setattr(fetcher.FetchResult, "getall", getall)
+    await produce_goods(settings, "P", 90, g)
+    _, ends = await committed_and_ends(settings, "ingest")
+    assert ends[1] > 0 and ends[0] + ends[2] > 0
+    rt = await pipeline("ingest")
+    witness = Witness(stage_consumer(rt, "ingest"))
+    count = "SELECT count(*) FROM documents"
+    await eventually(lambda: fetchval(settings, count), until=lambda n: n >= ends[0] + ends[2], timeout=60)
+    watch = rt.watches["ingest"]
+    await eventually(lambda: _true(watch.paused), timeout=30)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+        r = await c.get("/readyz")
+        assert r.status_code == 503, r.text
+        assert "kafka_fetch" in r.json()["paused"]["ingest"]["down"]
+        committed, _ = await committed_and_ends(settings, "ingest")
+        assert committed[1] == 0 and 1 not in witness.handled  # held: nothing of it applied, nothing committed
+        assert await fetchval(settings, count) == ends[0] + ends[2]
+
+        broken.clear()  # it fetches again: it resumes where it stopped
+        await eventually(lambda: fetchval(settings, count), until=lambda n: n == 90, timeout=90)
+        await eventually(lambda: _true(not watch.paused), timeout=30)
+        assert (await c.get("/readyz")).status_code == 200
+    await eventually(lambda: committed_and_ends(settings, "ingest"), until=lambda ce: ce[0] == ce[1], timeout=30)
+    assert witness.violations == []
+
+
+async def _true(value: bool) -> bool:
+    return value
