@@ -260,3 +260,26 @@ async def test_a_partition_that_cannot_be_fetched_is_held_reported_by_readyz_and
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+async def test_rebuild_passes_a_record_with_a_non_utf8_header_key(settings: Settings, pipeline: Any) -> None:
+    """``orgmem rebuild`` reads the envelopes log from the earliest offset through the same fetch loop: the bad
+    record is dead-lettered in the new generation, every good one is in it."""
+    from services import generations
+    from services.ops.rebuild import rebuild
+
+    g = principal()
+    await produce_goods(settings, "R", 20, g)
+    await produce_bad_header_key(settings, g)
+    await produce_goods(settings, "S", 20, g)
+    await pipeline("ingest")
+    count = "SELECT count(*) FROM documents"
+    await eventually(lambda: fetchval(settings, count), until=lambda n: n >= 40, timeout=60)
+    result = await rebuild(settings, settle_s=0.5)
+    active = await generations.resolve(settings)
+    assert active.db_schema == result.db_schema
+    assert await fetchval(active, count) == 40
+    letters = await eventually(lambda: read_dead_letters(active, "ingest"), until=lambda ls: len(ls) >= 1)
+    assert len(letters) == 1 and letters[0].record.header("x-dlq-error-field") == "headers"
