@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ from services.runtime import Clients, Runtime
 from services.settings import Settings
 from services.stagekit import Stage
 from tests.memory_kafka import MemoryConsumer, MemoryLog
-from tests.stage_behaviour import STAGES, Letter, StageHarness, poison_goes_to_the_stage_dead_letter_topic
+from tests.stage_behaviour import (
+    STAGES,
+    Letter,
+    StageHarness,
+    an_outage_pauses_the_stage_nothing_is_dead_lettered,
+    poison_goes_to_the_stage_dead_letter_topic,
+    records_of_one_key_keep_their_order,
+)
 
 
 class RecordingPublisher:
@@ -67,9 +75,12 @@ class RecordingConn:
 class RecordingPool:
     def __init__(self) -> None:
         self.statements: list[str] = []
+        self.down = False  # unreachable: every acquire is refused, as a dead server's would be
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[RecordingConn]:
+        if self.down:
+            raise ConnectionRefusedError(111, "Connect call failed (in-memory Postgres is down)")
         yield RecordingConn(self.statements)
 
     async def close(self) -> None: ...
@@ -105,8 +116,16 @@ async def memory_broker(rt: Runtime, topic: str) -> AsyncIterator[Publish]:
             await sc.stop()
 
 
-@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
-async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path: Path) -> None:
+@dataclass
+class InMemory:
+    rt: Runtime
+    publisher: RecordingPublisher
+    pool: RecordingPool
+    settings: Settings
+
+
+@asynccontextmanager
+async def in_memory(stage: Stage, tmp_path: Path) -> AsyncIterator[tuple[StageHarness, InMemory]]:
     settings = Settings(
         database_url="postgresql://in-memory/none",
         kafka_bootstrap_servers="in-memory:9092",
@@ -114,6 +133,7 @@ async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path
         object_store_backend="fs",
         object_store_path=tmp_path,
         topic_namespace="mem",
+        outage_max_delay_s=0.2,
     )
     publisher, pool = RecordingPublisher(), RecordingPool()
     embedding = embedding_config(settings)
@@ -127,6 +147,9 @@ async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path
         clients=Clients(embedder=HashingEmbedder(dim=embedding.dim)),
     )
     stage.register(rt)
+    watch = rt.watches.get(stage.name)
+    if watch is not None:
+        watch.probes["kafka"] = _reachable  # the in-memory log is always there; Postgres is the pool's
     topic = stage.input_topic(settings)
     dlq = dlq_topic(settings, stage.name)
 
@@ -138,11 +161,48 @@ async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path
             await asyncio.sleep(0.01)
         return letters
 
-    async with memory_broker(rt, topic) as publish:
-        harness = StageHarness(stage, topic, publish, dead_letters, lambda: len(rt.handlers))
+    def postgres_down(down: bool) -> None:
+        pool.down = down
+
+    try:
+        async with memory_broker(rt, topic) as publish:
+            yield (
+                StageHarness(
+                    stage,
+                    topic,
+                    publish,
+                    dead_letters,
+                    lambda: len(rt.handlers),
+                    postgres_down,
+                    lambda: watch is not None and watch.paused,
+                ),
+                InMemory(rt, publisher, pool, settings),
+            )
+    finally:
+        await rt.store.close()
+
+
+async def _reachable() -> str:
+    return "ok"
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
+async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path: Path) -> None:
+    async with in_memory(stage, tmp_path) as (harness, env):
         await poison_goes_to_the_stage_dead_letter_topic(harness)
-    writes = [s for s in pool.statements if not s.lstrip().upper().startswith("SELECT")]
+    writes = [s for s in env.pool.statements if not s.lstrip().upper().startswith("SELECT")]
     # a poison record writes nothing else than the processed events and its dead-letter ledger row
     assert all("processed_events" in s or "INSERT INTO dead_letters" in s for s in writes), writes
-    assert [t for t, *_ in publisher.sent] == [dlq_topic(settings, stage.name)]  # and publishes nothing else
-    await rt.store.close()
+    assert [t for t, *_ in env.publisher.sent] == [dlq_topic(env.settings, stage.name)]  # and publishes nothing else
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
+async def test_records_of_one_key_keep_their_order(stage: Stage, tmp_path: Path) -> None:
+    async with in_memory(stage, tmp_path) as (harness, _):
+        await records_of_one_key_keep_their_order(harness)
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
+async def test_an_outage_pauses_the_stage_nothing_is_dead_lettered(stage: Stage, tmp_path: Path) -> None:
+    async with in_memory(stage, tmp_path) as (harness, _):
+        await an_outage_pauses_the_stage_nothing_is_dead_lettered(harness)
