@@ -10,10 +10,13 @@ What every stage owes, whatever its payload:
   never dropped, never retried forever — and the stage's handler is the runtime's ``handlers[<name>]``;
 - ``records_of_one_key_keep_their_order``: poison after poison on one key, each is dead-lettered, in log
   order (the partition moves on after each, and never reorders a key);
+- ``redelivery_is_a_no_op``: a record delivered again (the stage sought back to the start of its input) is
+  not dead-lettered twice;
 - ``an_outage_pauses_the_stage_nothing_is_dead_lettered``: while Postgres is unreachable the stage holds
   (paused, nothing dead-lettered, nothing skipped) and, once it is back, resumes by itself. The retriever's
   request/reply stage has no dependency watch (a request is answered or dead-lettered, never held): the
-  behaviour does not apply to it (``Stage.replayable`` is False).
+  behaviour, like ``redelivery_is_a_no_op`` (it has no dead-letter ledger), does not apply to it
+  (``Stage.replayable`` is False).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class StageHarness:
     """Make Postgres unreachable for the stage (its pool and its probe), or reachable again."""
     paused: Callable[[], bool] = lambda: False
     """The stage's dependency watch says it is paused (what ``/readyz`` shows)."""
+    redeliver: Callable[[], None] = lambda: None
+    """Seek the stage's fetch loop back to the start of its input (what a rewind or a rebalance does)."""
 
 
 async def poison_goes_to_the_stage_dead_letter_topic(h: StageHarness) -> None:
@@ -100,3 +105,14 @@ async def an_outage_pauses_the_stage_nothing_is_dead_lettered(h: StageHarness) -
             break
         await asyncio.sleep(0.05)
     assert not h.paused()
+
+
+async def redelivery_is_a_no_op(h: StageHarness) -> None:
+    key = f"again/{h.stage.name}".encode()
+    await h.publish(POISON, key)
+    [first] = await h.dead_letters(1)
+    h.redeliver()
+    await h.publish(POISON_TWO, key)  # same key, same partition: after the redelivered record in the log
+    letters = await h.dead_letters(2)
+    assert [lt.value for lt in letters] == [POISON, POISON_TWO], [lt.value for lt in letters]
+    assert letters[0].headers["x-dlq-original-offset"] == first.headers["x-dlq-original-offset"]

@@ -23,6 +23,7 @@ from tests.stage_behaviour import (
     an_outage_pauses_the_stage_nothing_is_dead_lettered,
     poison_goes_to_the_stage_dead_letter_topic,
     records_of_one_key_keep_their_order,
+    redelivery_is_a_no_op,
 )
 
 
@@ -59,6 +60,12 @@ async def on_the_broker(
     def postgres_down(value: bool) -> None:
         down["pool"] = value
 
+    def redeliver() -> None:
+        for sc in rt.consumers:
+            assert sc.consumer is not None
+            for tp in sc.consumer.assignment():
+                sc.consumer.seek(tp, 0)
+
     watch = rt.watches.get(stage.name)
     try:
         yield StageHarness(
@@ -69,6 +76,7 @@ async def on_the_broker(
             lambda: len(rt.handlers),
             postgres_down,
             lambda: watch is not None and watch.paused,
+            redeliver,
         )
     finally:
         down["pool"] = False
@@ -89,6 +97,14 @@ async def test_records_of_one_key_keep_their_order(
 ) -> None:
     async with on_the_broker(stage, settings, pipeline, monkeypatch) as h:
         await records_of_one_key_keep_their_order(h)
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
+async def test_redelivery_is_a_no_op(
+    stage: Stage, settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with on_the_broker(stage, settings, pipeline, monkeypatch) as h:
+        await redelivery_is_a_no_op(h)
 
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)

@@ -30,6 +30,7 @@ from tests.stage_behaviour import (
     an_outage_pauses_the_stage_nothing_is_dead_lettered,
     poison_goes_to_the_stage_dead_letter_topic,
     records_of_one_key_keep_their_order,
+    redelivery_is_a_no_op,
 )
 
 
@@ -49,8 +50,11 @@ class RecordingPublisher:
 
 
 class RecordingConn:
-    def __init__(self, log: list[str]) -> None:
+    """Records statements; keeps the dead-letter ledger's rows (so a redelivered poison is not written twice)."""
+
+    def __init__(self, log: list[str], letters: set[tuple[Any, ...]] | None = None) -> None:
         self.log = log
+        self.letters = letters if letters is not None else set()
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         self.log.append(sql)
@@ -58,10 +62,14 @@ class RecordingConn:
 
     async def execute(self, sql: str, *args: Any) -> str:
         self.log.append(sql)
+        if sql.startswith("INSERT INTO dead_letters"):
+            self.letters.add(tuple(args[:4]))  # stage, topic, partition, offset
         return ""
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         self.log.append(sql)
+        if sql.startswith("SELECT true FROM dead_letters"):
+            return tuple(args[:4]) in self.letters or None
         return None
 
     async def executemany(self, sql: str, args: Any) -> None:
@@ -75,13 +83,14 @@ class RecordingConn:
 class RecordingPool:
     def __init__(self) -> None:
         self.statements: list[str] = []
+        self.letters: set[tuple[Any, ...]] = set()
         self.down = False  # unreachable: every acquire is refused, as a dead server's would be
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[RecordingConn]:
         if self.down:
             raise ConnectionRefusedError(111, "Connect call failed (in-memory Postgres is down)")
-        yield RecordingConn(self.statements)
+        yield RecordingConn(self.statements, self.letters)
 
     async def close(self) -> None: ...
 
@@ -164,6 +173,12 @@ async def in_memory(stage: Stage, tmp_path: Path) -> AsyncIterator[tuple[StageHa
     def postgres_down(down: bool) -> None:
         pool.down = down
 
+    def redeliver() -> None:
+        for sc in rt.consumers:
+            assert sc.consumer is not None
+            for tp in sc.consumer.assignment():
+                sc.consumer.seek(tp, 0)
+
     try:
         async with memory_broker(rt, topic) as publish:
             yield (
@@ -175,6 +190,7 @@ async def in_memory(stage: Stage, tmp_path: Path) -> AsyncIterator[tuple[StageHa
                     lambda: len(rt.handlers),
                     postgres_down,
                     lambda: watch is not None and watch.paused,
+                    redeliver,
                 ),
                 InMemory(rt, publisher, pool, settings),
             )
@@ -200,6 +216,12 @@ async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path
 async def test_records_of_one_key_keep_their_order(stage: Stage, tmp_path: Path) -> None:
     async with in_memory(stage, tmp_path) as (harness, _):
         await records_of_one_key_keep_their_order(harness)
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
+async def test_redelivery_is_a_no_op(stage: Stage, tmp_path: Path) -> None:
+    async with in_memory(stage, tmp_path) as (harness, _):
+        await redelivery_is_a_no_op(harness)
 
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
