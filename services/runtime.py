@@ -24,6 +24,7 @@ from services.embedding_config import EmbeddingConfig, embedding_config
 from services.errors import ConfigurationError
 from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher, build_broker
+from services.kafka.consumer import StageConsumer
 from services.kafka.delivery import BatchHandler
 from services.kafka.watch import DependencyWatch
 from services.objectstore import ObjectStore, build_object_store
@@ -64,6 +65,8 @@ class Runtime:
     stages: list[str] = field(default_factory=list)
     watches: dict[str, DependencyWatch] = field(default_factory=dict)  # per stage: outage vs poison
     handlers: dict[str, BatchHandler] = field(default_factory=dict)
+    consumers: list[StageConsumer] = field(default_factory=list)
+    """The fetch loop of each registered batch stage (started by ``start``, drained by ``close``)."""
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
     on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run first on close, while the pool is open (e.g. the retriever's pending access counts)."""
@@ -87,12 +90,19 @@ class Runtime:
         return self.clients.embedder
 
     async def start(self) -> None:
-        """Connect the producer and the broker (subscribers registered by then start consuming)."""
+        """Connect the producer and the broker; the stages registered by then start consuming."""
         await self.publisher.start()
         await self.broker.start()
+        for consumer in self.consumers:
+            await consumer.start()
 
     async def close(self) -> None:
         try:
+            for consumer in self.consumers:  # the batch in flight finishes and commits first
+                try:
+                    await consumer.stop()
+                except Exception as exc:
+                    log.warning("stopping %s's consumer failed: %s", consumer.stage, exc)
             for hook in self.on_close:
                 try:
                     await hook()

@@ -72,21 +72,22 @@ def register_batch_stage(
     description: str,
     clients: frozenset[ClientName] = frozenset(),
 ) -> H:
-    """Subscribe ``stage`` (its consumer group) to the logical ``topic`` and bind ``build(rt, dead_letters)``.
+    """Subscribe ``stage`` (its consumer group's fetch loop, ``rt.consumers``) to the logical ``topic`` and bind
+    ``build(rt, dead_letters)``. ``description`` is the AsyncAPI document's (``services.stages``).
 
-    The stage's dependency watch (outage vs poison, shown by ``/readyz``) is ``rt.watches[stage]``.
+    The stage's dependency watch (outage vs poison, a partition it cannot fetch; shown by ``/readyz``) is
+    ``rt.watches[stage]``.
     """
     late = LateHandler()
     watch = dependency_watch(rt, stage, clients)
     dead_letters = subscribe_batch(
-        rt.broker,
+        rt.consumers,
         rt.settings,
         rt.publisher,
         stage=stage,
         topic=rt.settings.topic(topic),
         handler=InstrumentedHandler(stage, late),
         max_records=max_records,
-        description=description,
         watch=watch,
         ledger=PgDeadLetterLedger(rt.pool),
     )

@@ -1,35 +1,35 @@
-"""Broker factory and the one way stages subscribe.
+"""Broker factory, the publisher, and the one way batch stages subscribe.
 
-Every subscriber: its own consumer group, ``batch=True``, ``AckPolicy.NACK_ON_ERROR`` (offsets are
-committed only after the handler returned, i.e. after the stage's transaction committed and its
-downstream events were published), ``auto_offset_reset=earliest`` so a new group (replay, rebuild)
-starts from the beginning of the log. Bodies and headers are passed through undecoded (``safe_batch_parser``):
-stages validate bytes themselves and dead-letter what fails, so a malformed record can never wedge a partition
-or lose its batch. A batch that fails as a whole raises, so its offsets are never committed (NACK: rewind).
+Every batch stage: its own consumer group and fetch loop (``services.kafka.consumer.StageConsumer``, not a
+FastStream subscriber): an offset is committed only for records the stage applied or dead-lettered, i.e.
+after the stage's transaction committed and its downstream events were published; ``auto_offset_reset
+=earliest`` so a new group (replay, rebuild) starts from the beginning of the log. Bodies and headers reach the
+stage as bytes: stages validate them and dead-letter what fails, so a malformed record can never wedge a
+partition or lose its batch. A batch that fails as a whole is rewound and retried, never committed. FastStream
+remains the broker of the request/reply retriever stage and of the AsyncAPI document
+(``services.stages.specification_broker``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
-from faststream import AckPolicy
-from faststream.kafka import KafkaBroker, KafkaMessage
+from faststream.kafka import KafkaBroker
 from pydantic import BaseModel
 
 from services.kafka.clients import producer_config
-from services.kafka.decode import safe_batch_parser
+from services.kafka.consumer import StageConsumer
 from services.kafka.delivery import BatchHandler, DeadLetterLedger, DeadLetters, run_stage_batch
-from services.kafka.records import from_consumer_records
+from services.kafka.records import Record
 from services.kafka.topics import dlq_topic
 from services.kafka.watch import DependencyWatch
 from services.settings import Settings
 
 log = logging.getLogger("orgmem.kafka")
-NACK_BACKOFF_S = 2.0
 
 
 def build_broker(settings: Settings) -> KafkaBroker:
@@ -87,12 +87,8 @@ class BrokerPublisher:
             await asyncio.gather(*futures)
 
 
-async def _passthrough_decoder(msg: Any) -> Any:
-    return msg.body
-
-
 def subscribe_batch(
-    broker: KafkaBroker,
+    consumers: list[StageConsumer],
     settings: Settings,
     publisher: BrokerPublisher,
     *,
@@ -100,39 +96,30 @@ def subscribe_batch(
     topic: str,
     handler: BatchHandler,
     max_records: int,
-    description: str,
     watch: DependencyWatch | None = None,
     ledger: DeadLetterLedger | None = None,
 ) -> DeadLetters:
-    """Register ``handler`` for ``topic`` in the stage's consumer group. Returns the stage's DLQ sender.
+    """Add the fetch loop of ``stage`` (its consumer group on ``topic``, feeding ``handler`` through
+    ``run_stage_batch``) to ``consumers``. Returns the stage's DLQ sender.
 
-    ``watch`` tells outages from poison (the stage pauses instead of dead-lettering); ``ledger`` makes dead
-    letters idempotent and keeps the ones the broker refuses."""
+    ``watch`` tells outages from poison (the stage pauses instead of dead-lettering) and shows a partition the
+    loop cannot fetch; ``ledger`` makes dead letters idempotent and keeps the ones the broker refuses."""
     dead_letters = DeadLetters(publisher, dlq_topic(settings, stage), stage, ledger=ledger)
 
-    @broker.subscriber(
-        topic,
-        group_id=settings.group(stage),
-        batch=True,
-        max_records=max_records,
-        batch_timeout_ms=100,
-        ack_policy=AckPolicy.NACK_ON_ERROR,
-        auto_offset_reset="earliest",
-        max_poll_interval_ms=15 * 60 * 1000,
-        decoder=_passthrough_decoder,
-        parser=safe_batch_parser,
-        title=f"{stage}:{topic}",
-        description=description,
-    )
-    async def consume(body: Any, message: KafkaMessage) -> None:
-        records = from_consumer_records(message.raw_message)
-        try:
-            await run_stage_batch(records, handler, dead_letters, settings, watch)
-        except Exception:
-            log.exception("%s: batch failed, rewinding to retry after %.0fs", stage, NACK_BACKOFF_S)
-            await asyncio.sleep(NACK_BACKOFF_S)
-            raise
+    async def handle(records: Sequence[Record]) -> None:
+        await run_stage_batch(records, handler, dead_letters, settings, watch)
 
+    consumers.append(
+        StageConsumer(
+            stage=stage,
+            topic=topic,
+            group_id=settings.group(stage),
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            handle=handle,
+            max_records=max_records,
+            watch=watch,
+        )
+    )
     return dead_letters
 
 

@@ -3,8 +3,11 @@
 - ``safe_batch_parser``: FastStream's batch parser decodes every header value as UTF-8 before our handler
   runs; one non-UTF-8 header failed the whole poll. This parser hands FastStream a copy whose header
   values are decoded with replacement, and keeps the untouched records (raw bytes) for the handler.
-- ``decode_or_dead_letter``: check each record's headers (UTF-8) and validate its value against a model;
-  what does not decode is dead-lettered with the field at fault, the rest is returned in log order.
+- ``decode_or_dead_letter``: check each record's headers (``check_headers``) and validate its value against a
+  model; what does not decode is dead-lettered with the field at fault, the rest is returned in log order.
+- Headers are carried as bytes. Only the ones the product reads (``READ_HEADERS``) must decode as UTF-8; any
+  other header value, whatever its bytes, never makes a record fail. Every header *key* must be UTF-8 (the
+  protocol's String): a record with one that is not is dead-lettered, naming the key's bytes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from services.errors import InvalidPayloadError
 from services.kafka.deadletters import DeadLetters
 from services.kafka.records import Record
+from services.kafka.tolerant import header_key_is_utf8, raw_header_key
 from services.payload_errors import invalid_payload
 
 M = TypeVar("M", bound=BaseModel)
@@ -40,9 +44,20 @@ async def safe_batch_parser(raw: Any, original: Callable[[Any], Awaitable[Any]])
     return message
 
 
+READ_HEADERS = frozenset({"x-envelope-id"})
+"""Header values a stage reads as data (the others, e.g. ``traceparent``, are read leniently or not at all)."""
+
+
 def check_headers(record: Record) -> None:
-    """Every header value must be UTF-8 (what our producers write); ``headers.<name>`` names the culprit."""
+    """Every header key is UTF-8 (``headers`` names the culprit: its bytes, escaped), and so is the value of
+    every header the product reads (``headers.<name>``)."""
     for name, value in record.headers:
+        if not header_key_is_utf8(name):
+            raise InvalidPayloadError(
+                f"headers: header key {raw_header_key(name)!r} is not UTF-8", field="headers"
+            ) from None
+        if name not in READ_HEADERS:
+            continue
         try:
             value.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -6,7 +6,9 @@ When a batch fails after its retry budget the delivery layer asks the watch: if 
 is an outage, not the record's fault — the stage stops consuming (its handler does not return, so no
 offset moves), re-probes with capped, jittered backoff for as long as the dependency is down, and then
 retries the batch with a fresh budget. Nothing is dead-lettered because a dependency was away.
-``state()`` is what ``/readyz`` shows.
+``state()`` is what ``/readyz`` shows. The stage's fetch loop (``services.kafka.consumer``) also reports here a
+partition it cannot fetch (``fetch_fault``: held, never skipped) until it fetches again (``fetch_ok``): the
+stage is then not ready either (``kafka_fetch``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class DependencyWatch:
         self.pauses = 0
         self.paused_seconds = 0.0
         self._hold_delay = base_delay
+        self.fetch_faults: dict[str, str] = {}  # partition (or "*": not isolated yet) -> what the fetch raised
+        self._fetch_fault_since: float | None = None
 
     async def _probe(self, name: str, probe: Probe) -> Outage | None:
         try:
@@ -115,16 +119,39 @@ class DependencyWatch:
             self.paused_since = None
             self.outages = []
 
+    def fetch_fault(self, where: str, detail: str) -> None:
+        """The fetch loop cannot fetch ``where`` (a partition, or ``*``): the stage is wedged there until
+        ``fetch_ok``."""
+        if not self.fetch_faults:
+            self._fetch_fault_since = time.monotonic()
+            self.pauses += 1
+        self.fetch_faults[where] = detail
+
+    def fetch_ok(self, where: str | None = None) -> None:
+        """``where`` (default: every partition) fetches again."""
+        if where is None:
+            self.fetch_faults.clear()
+        else:
+            self.fetch_faults.pop(where, None)
+        if not self.fetch_faults:
+            self._fetch_fault_since = None
+
     @property
     def paused(self) -> bool:
-        return self.paused_since is not None
+        return self.paused_since is not None or bool(self.fetch_faults)
 
     def state(self) -> dict[str, object]:
+        since = min((t for t in (self.paused_since, self._fetch_fault_since) if t is not None), default=None)
+        down = [o.dependency for o in self.outages]
+        detail = {o.dependency: o.detail for o in self.outages}
+        if self.fetch_faults:
+            down.append("kafka_fetch")
+            detail["kafka_fetch"] = "; ".join(f"{k}: {v}" for k, v in sorted(self.fetch_faults.items()))
         return {
             "paused": self.paused,
-            "down": [o.dependency for o in self.outages],
-            "detail": {o.dependency: o.detail for o in self.outages},
-            "paused_for_s": round(time.monotonic() - self.paused_since, 1) if self.paused_since else 0.0,
+            "down": down,
+            "detail": detail,
+            "paused_for_s": round(time.monotonic() - since, 1) if since is not None else 0.0,
             "pauses": self.pauses,
         }
 
