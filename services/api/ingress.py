@@ -10,7 +10,9 @@ every envelope first and produces nothing unless all are valid.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 
@@ -19,9 +21,11 @@ from schemas.validation import Rejected, load_json
 from services import tracing
 from services.api.auth import require_service
 from services.governance.audits import record_ingress
-from services.idempotency import conflicting_envelopes
+from services.idempotency import bind_at_door, release_door_binding
 from services.metrics import INGRESS_ENVELOPES
 
+T = TypeVar("T")
+log = logging.getLogger("orgmem.api.ingress")
 router = APIRouter(prefix="/ingress", tags=["ingress"], dependencies=[Depends(require_service)])
 MAX_BATCH = 1000
 ENVELOPE_SCHEMA: dict[str, Any] = {"$ref": "#/components/schemas/ChangeEnvelope"}
@@ -73,9 +77,11 @@ async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
 
 
 async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> None:
-    """409 if an envelope_id (the idempotency key) is already bound to different content."""
+    """409 if an envelope_id (the idempotency key) is already bound to different content — ingested, or
+    accepted here before and not ingested yet; else the ids are bound to this content now."""
     async with request.app.state.runtime.pool.acquire() as conn:
-        clashes = await conflicting_envelopes(conn, envs)
+        clashes, bound = await bind_at_door(conn, envs)
+    request.state.door_bound = bound
     if clashes:
         INGRESS_ENVELOPES.labels("rejected").inc()
         msg = "envelope_id was already used for different content (an idempotency key: resend the same content)"
@@ -84,6 +90,23 @@ async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> No
         if len(envs) > 1:
             detail["index"] = clashes[0]
         raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
+
+
+async def _released_on_failure(request: Request, produce: Awaitable[T]) -> T:
+    """Run ``produce``; if it fails, the ids bound for envelopes that were not produced are released (a
+    resend with other content is then not a conflict with something that never reached the log)."""
+    try:
+        return await produce
+    except BaseException:
+        produced = {str(e.envelope_id) for e, _ in getattr(request.state, "ingress_rows", [])}
+        orphans = [k for k in getattr(request.state, "door_bound", []) if k not in produced]
+        if orphans:
+            try:
+                async with request.app.state.runtime.pool.acquire() as conn:
+                    await release_door_binding(conn, orphans)
+            except Exception:  # the database may be what failed; the binding then stays (same content still 202)
+                log.warning("could not release %d door bindings", len(orphans))
+        raise
 
 
 def _caller(request: Request) -> str:
@@ -123,7 +146,7 @@ async def post_envelope(request: Request) -> dict[str, Any]:
         env = _validate(await _body(request))
         tracing.set_attributes(sp, envelope_id=str(env.envelope_id), workspace=env.workspace, key=env.key)
         await _refuse_reused_ids(request, [env])
-        result = await _produce(request, env)
+        result = await _released_on_failure(request, _produce(request, env))
     await _audit(request)
     return result
 
@@ -152,6 +175,6 @@ async def post_envelopes(request: Request) -> dict[str, Any]:
     await _refuse_reused_ids(request, envs)
     with tracing.span("ingress.envelopes") as sp:
         tracing.set_attributes(sp, count=len(envs))
-        results = await asyncio.gather(*(_produce(request, e) for e in envs))
+        results = await _released_on_failure(request, asyncio.gather(*(_produce(request, e) for e in envs)))
     await _audit(request)
     return {"accepted": len(results), "results": results}
