@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +19,7 @@ from services.api.app import create_app
 from services.ops.dlq import read_dead_letters, read_stored_letters
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, fetchval, principal
+from tests.reliability.faults import TcpProxy
 
 KEY = {"X-Api-Key": "test-key"}
 
@@ -78,3 +81,49 @@ async def test_concurrent_reuse_of_one_envelope_id_admits_one_content(http: tupl
     answers = await asyncio.gather(*(c.post("/ingress/envelope", json=b, headers=KEY) for b in bodies))
     codes = sorted(r.status_code for r in answers)
     assert codes == [202] + [409] * 7, codes
+
+
+# --- 6. the object store's health is probed, never a cached ping ------------------------------------------
+
+
+def _host_port(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host, int(port)
+
+
+ADMIN = KEY | {"X-Principal-Id": f"user:{uuid.uuid4()}", "X-Principal-Roles": "admin"}
+
+
+async def _store_ok(c: httpx.AsyncClient) -> tuple[bool, bool, float]:
+    start = time.monotonic()
+    ready = (await c.get("/readyz")).json()["checks"]["object_store"]["ok"]
+    admin = await c.get("/v1/admin/health", headers=ADMIN)
+    assert admin.status_code == 200, admin.text
+    infra = {i["name"]: i["ok"] for i in admin.json()["infrastructure"]}
+    return ready, infra["object_store"], time.monotonic() - start
+
+
+@pytest.mark.timeout(120)
+async def test_an_object_store_outage_shows_down_within_seconds(
+    stack_env: dict[str, str], settings_factory: Any, pipeline: Any
+) -> None:
+    proxy = await TcpProxy(*_host_port(stack_env["S3_ENDPOINT"])).start()
+    try:
+        s = await settings_factory(s3_endpoint=proxy.address)
+        rt = await pipeline(settings_override=s)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+            assert (await _store_ok(c))[:2] == (True, True)
+            await rt.store.put("probe/x", b"{}")  # the store has been used: no lazy first check left
+            await proxy.cut()
+            cut_at = time.monotonic()
+            ready, admin, took = await _store_ok(c)
+            assert (ready, admin) == (False, False), "a cached ping reported the store up during an outage"
+            assert time.monotonic() - cut_at < 8 and took < 8, took
+            print(f"\nobject store down seen in {time.monotonic() - cut_at:.2f}s (both probes)")
+            r = await c.get("/readyz")
+            assert r.status_code == 503 and "object_store" in r.json()["down"]
+            await proxy.restore()
+            ready, admin, _ = await _store_ok(c)
+            assert (ready, admin) == (True, True)
+    finally:
+        await proxy.close()
