@@ -19,6 +19,7 @@ import uvicorn
 from embedder.repository import ensure_hnsw_index
 from services import generations, tracing
 from services.api.app import create_app
+from services.api.server import uvicorn_config
 from services.errors import ConfigurationError
 from services.kafka.topics import ensure_topics
 from services.ops.retention import periodic_retention
@@ -127,7 +128,7 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     )
     try:
         if app is not None:
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+            config = uvicorn_config(app, settings, host=host, port=port)
             await uvicorn.Server(config).serve(sockets=[sock] if sock is not None else None)
         else:
             stop = asyncio.Event()

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     metrics_token: SecretStr | None = Field(default=None, description="bearer token for /metrics besides the API key")
+    # /openapi.json, /docs, /redoc, /asyncapi: public, behind X-Api-Key, or not served. Unset: see api_docs_mode()
+    api_docs: Literal["public", "keyed", "off"] | None = None
+    # a client gets this long to send its request headers, then this long for the whole body (408, closed)
+    request_header_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    request_body_timeout_s: float = Field(default=15.0, gt=0, le=3600)
 
     # --- governance ------------------------------------------------------------------------------
     retention_interval_s: float = Field(
@@ -162,6 +167,11 @@ class Settings(BaseSettings):
                 value = value.get_secret_value()
             env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
         return env
+
+    def api_docs_mode(self) -> Literal["public", "keyed", "off"]:
+        """``API_DOCS`` when set. Unset: ``public`` — the deployment has no production mode and one service key
+        (single-key dev mode); a deployment with scoped keys should default to ``keyed``."""
+        return self.api_docs or "public"
 
     def require_api_key(self) -> SecretStr:
         if self.service_api_key is None or not self.service_api_key.get_secret_value():

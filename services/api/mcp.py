@@ -34,7 +34,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retriever.rpc import error_status
@@ -47,6 +46,7 @@ from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest
 from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
 from services.api import graph, procedures, worldbuilder
 from services.api.auth import require_viewer
+from services.api.errors import error_response
 from services.errors import ConfigurationError, OrgMemoryError
 from services.memories import MemoryWriteError, caller_of, get_memory_service
 from services.metrics import RETRIEVALS
@@ -376,9 +376,7 @@ class McpAuth:
                 )
         except HTTPException as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-            await JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)(
-                scope, receive, send
-            )
+            await error_response(exc.status_code, exc.detail, headers)(scope, receive, send)  # the common shape
             return
         scope.setdefault("state", {})[VIEWER_STATE] = viewer
         await self.app(scope, receive, send)
