@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -22,13 +22,6 @@ from tests.integration.helpers import envelope, eventually, fetchval, principal
 from tests.reliability.faults import TcpProxy
 
 KEY = {"X-Api-Key": "test-key"}
-
-
-def dead_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -127,3 +120,110 @@ async def test_an_object_store_outage_shows_down_within_seconds(
             assert (ready, admin) == (True, True)
     finally:
         await proxy.close()
+
+
+# --- 2. Postgres down: every database route answers 503 "database", fast -----------------------------------
+
+VIEWER = KEY | {"X-Principal-Id": f"user:{uuid.uuid4()}", "content-type": "application/json"}  # directory lookup
+DB_ROUTES: list[tuple[str, str, Any]] = [
+    ("POST", "/tools/retrieve_context", {"query": "who owns billing?"}),
+    ("POST", "/tools/search_knowledge_base", {"query": "billing"}),
+    ("POST", "/tools/query_facts", {"about": "Dana"}),
+    ("POST", "/tools/query_paths", {"about": "Dana"}),
+    ("GET", f"/v1/graph/persons/{uuid.uuid4()}", None),
+    ("GET", f"/v1/graph/entities/{uuid.uuid4()}", None),
+    ("GET", "/v1/taxonomy-proposals", None),
+    ("GET", f"/v1/procedural-memories/{uuid.uuid4()}", None),
+    ("GET", "/v1/admin/audits/ingress", None),
+    ("GET", "/v1/admin/audits/retrievals", None),
+    ("GET", "/v1/admin/spend", None),
+    ("GET", "/v1/admin/legal-holds", None),
+    ("GET", "/v1/admin/retention/policies", None),
+    ("POST", "/ingress/envelope", "envelope"),
+]
+
+
+def _proxied_db(stack_env: dict[str, str], proxy: TcpProxy) -> str:
+    url = urlsplit(stack_env["DATABASE_URL"])
+    netloc = f"{url.username}@{proxy.address}" if url.username else proxy.address
+    return urlunsplit((url.scheme, netloc, url.path, url.query, url.fragment))
+
+
+@pytest.mark.timeout(180)
+async def test_postgres_down_every_database_route_answers_503_database(
+    stack_env: dict[str, str], settings_factory: Any, pipeline: Any
+) -> None:
+    url = urlsplit(stack_env["DATABASE_URL"])
+    proxy = await TcpProxy(url.hostname or "127.0.0.1", url.port or 5432).start()
+    try:
+        s = await settings_factory(database_url=_proxied_db(stack_env, proxy))
+        rt = await pipeline(settings_override=s)
+        g = principal()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+
+            async def call(method: str, path: str, body: Any) -> httpx.Response:
+                if body == "envelope":
+                    body = json.loads(envelope(f"PG/{uuid.uuid4().hex[:6]}", "x", principals=[g]).model_dump_json())
+                headers = VIEWER | ({"X-Principal-Roles": "admin"} if "/admin/" in path else {})
+                return await c.request(method, path, json=body, headers=headers)
+
+            for method, path, body in DB_ROUTES:  # up: none of them is a 5xx
+                r = await call(method, path, body)
+                assert r.status_code < 500, (path, r.status_code, r.text[:200])
+            await proxy.cut()
+            slowest = 0.0
+            for method, path, body in DB_ROUTES:
+                for _ in range(2):  # the pooled (now reset) connection, then a fresh connect
+                    start = time.monotonic()
+                    r = await call(method, path, body)
+                    slowest = max(slowest, time.monotonic() - start)
+                    assert r.status_code == 503, (path, r.status_code, r.text[:300])
+                    assert r.json()["detail"]["field"] == "database", (path, r.json())
+            assert slowest < 5, slowest
+            print(f"\nPostgres down: {len(DB_ROUTES)} routes x2 answered 503 database, slowest {slowest:.2f}s")
+            await proxy.restore()
+            r = await call("GET", "/v1/taxonomy-proposals", None)
+            assert r.status_code == 200, r.text
+    finally:
+        await proxy.close()
+
+
+# --- 2. broker down: ingress answers 503 fast ----------------------------------------------------------------
+
+
+class SilentBroker:
+    """A publisher whose broker accepted the connection and never answers (the send never completes)."""
+
+    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: dict[str, str]) -> Any:
+        await asyncio.Event().wait()
+
+
+class RefusingBroker:
+    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: dict[str, str]) -> Any:
+        from aiokafka.errors import KafkaConnectionError
+
+        raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 1)]")
+
+
+@pytest.mark.parametrize("broker", [SilentBroker, RefusingBroker])
+async def test_broker_down_ingress_answers_503_fast(settings_factory: Any, pipeline: Any, broker: type[Any]) -> None:
+    s = await settings_factory(ingress_produce_timeout_s=2.0)
+    rt = await pipeline(settings_override=s)
+    real = rt.publisher
+    rt.publisher = broker()
+    g = principal()
+    body = json.loads(envelope("B/1", "broker down", principals=[g]).model_dump_json())
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(rt)), base_url="http://t") as c:
+            start = time.monotonic()
+            r = await c.post("/ingress/envelope", json=body, headers=KEY)
+            took = time.monotonic() - start
+            assert r.status_code == 503 and r.json()["detail"]["field"] == "broker", r.text
+            assert took < 3.5, took
+            r = await c.post("/ingress/envelopes", json=[body], headers=KEY)
+            assert r.status_code == 503 and r.json()["detail"]["field"] == "broker", r.text
+            rt.publisher = real  # back: the same content is accepted (the binding of a maybe-sent record is kept)
+            r = await c.post("/ingress/envelope", json=body, headers=KEY)
+            assert r.status_code == 202, r.text
+    finally:
+        rt.publisher = real
