@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     # a client gets this long to send its request headers, then this long for the whole body (408, closed)
     request_header_timeout_s: float = Field(default=10.0, gt=0, le=600)
     request_body_timeout_s: float = Field(default=15.0, gt=0, le=3600)
+    # HTTP ingress waits this long for the broker's acknowledgement, then answers 503 "broker"
+    ingress_produce_timeout_s: float = Field(default=3.0, gt=0, le=120)
 
     # --- governance ------------------------------------------------------------------------------
     retention_interval_s: float = Field(

@@ -31,6 +31,16 @@ MAX_BATCH = 1000
 ENVELOPE_SCHEMA: dict[str, Any] = {"$ref": "#/components/schemas/ChangeEnvelope"}
 
 
+class ProduceTimeout(HTTPException):
+    """The broker did not acknowledge in time; the record may still land (resend the same content: idempotent)."""
+
+    def __init__(self, seconds: float) -> None:
+        msg = f"the broker did not acknowledge within {seconds:g} s; resend the same envelope (idempotent)"
+        super().__init__(
+            503, detail={"field": "broker", "msg": msg, "type": "unavailable"}, headers={"Retry-After": "1"}
+        )
+
+
 def _rejected(exc: Rejected, index: int | None = None) -> HTTPException:
     INGRESS_ENVELOPES.labels("rejected").inc()
     detail: dict[str, Any] = {"field": exc.field, "errors": exc.errors}
@@ -59,12 +69,19 @@ def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
 
 async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
     rt = request.app.state.runtime
-    meta = await rt.publisher.send(
-        rt.settings.topic("envelopes"),
-        env.model_dump_json().encode(),
-        key=env.key.encode(),
-        headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
-    )
+    limit = rt.settings.ingress_produce_timeout_s
+    try:
+        meta = await asyncio.wait_for(
+            rt.publisher.send(
+                rt.settings.topic("envelopes"),
+                env.model_dump_json().encode(),
+                key=env.key.encode(),
+                headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
+            ),
+            limit,
+        )
+    except TimeoutError:  # a broker that does not answer: fail fast instead of the client's own timeout
+        raise ProduceTimeout(limit) from None
     INGRESS_ENVELOPES.labels("accepted").inc()
     request.state.ingress_rows = [*getattr(request.state, "ingress_rows", []), (env, meta)]
     return {
@@ -97,6 +114,8 @@ async def _released_on_failure(request: Request, produce: Awaitable[T]) -> T:
     resend with other content is then not a conflict with something that never reached the log)."""
     try:
         return await produce
+    except ProduceTimeout:
+        raise  # maybe produced after all: the ids stay bound to this content
     except BaseException:
         produced = {str(e.envelope_id) for e, _ in getattr(request.state, "ingress_rows", [])}
         orphans = [k for k in getattr(request.state, "door_bound", []) if k not in produced]
