@@ -191,7 +191,11 @@ async def test_half_sent_requests_get_401_at_once_or_408_by_the_deadline(server:
         took = time.monotonic() - start
         writer.close()
         assert code == 401 and took < 1.5, (path, code, took)
-        assert json.loads(data.split(b"\r\n\r\n", 1)[1])["detail"]["field"] == "X-Api-Key"
+        body = data.split(b"\r\n\r\n", 1)[1]
+        # the server closes with the client's bytes unread, so the kernel may reset the socket before the
+        # answer's body is read here (its shape is checked in process above); when it arrived, it is ours
+        if body:
+            assert json.loads(body)["detail"]["field"] == "X-Api-Key"
     # with the key: the body must arrive within REQUEST_BODY_TIMEOUT_S (2 s here)
     start = time.monotonic()
     head = _head("POST", "/tools/retrieve_context", port, 4 * MiB, {"X-Api-Key": "test-key"})
