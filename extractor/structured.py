@@ -7,7 +7,9 @@ author, resolved to a person by the caller. An unresolved author is the caller's
 ``UnresolvedAuthorError`` — this module never writes a partial set.
 
 Rules:
-- Unknown field → rejected with the list of bound fields. Nothing is silently dropped.
+- Unknown field (no registry predicate binds it: a connector's ``priority: p1``) → not a claim and not an
+  error: the document keeps it (``documents.structured_fields``), extraction lists it in ``ignored`` and
+  counts it (``orgmem_structured_fields_ignored_total``). It never dead-letters the document.
 - ``None`` → rejected (a retraction is not a structured-field write).
 - Literal predicates (``has_title``, ``located_in``) take a string or number; whitespace is
   collapsed; empty or longer than ``MAX_VALUE_CHARS`` (500) is rejected.
@@ -16,8 +18,9 @@ Rules:
   A plain name takes the predicate's first object type; an explicit type must be allowed.
 - A list is accepted only for ``cardinality: "many"`` predicates (1..``MAX_LIST`` = 50 items);
   duplicates within a field collapse.
-- ``structured_claims`` raises ``InvalidPayloadError`` naming every rejected field;
-  ``partition_structured_fields`` returns claims and rejections for callers that report both.
+- A *bound* field with a value its predicate cannot take is rejected: ``structured_claims`` raises
+  ``InvalidPayloadError`` naming every rejected field; ``partition_structured_fields`` returns claims,
+  rejections and ignored fields for callers that report them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from extractor.links import HERB_EID_NAMESPACE, EntityRef
 from services.errors import InvalidPayloadError
+from services.metrics import STRUCTURED_IGNORED
 from services.taxonomy.registry import PredicateSpec, Registry
 
 MAX_VALUE_CHARS = 500
@@ -57,6 +61,7 @@ class RejectedField:
 class StructuredResult:
     claims: tuple[StructuredClaim, ...]
     rejected: tuple[RejectedField, ...]
+    ignored: tuple[str, ...] = ()  # fields no predicate binds: kept with the document, no claim
 
 
 class _Reject(Exception):
@@ -64,8 +69,11 @@ class _Reject(Exception):
 
 
 def structured_claims(fields: Mapping[str, object], registry: Registry) -> list[StructuredClaim]:
-    """Claims for every field; raises ``InvalidPayloadError`` if any field is rejected."""
+    """Claims for every bound field; raises ``InvalidPayloadError`` if a bound field's value is rejected.
+    Unbound fields are ignored (counted)."""
     result = partition_structured_fields(fields, registry)
+    if result.ignored:
+        STRUCTURED_IGNORED.inc(len(result.ignored))
     if result.rejected:
         detail = "; ".join(f"{r.field}: {r.reason}" for r in result.rejected)
         raise InvalidPayloadError(
@@ -78,25 +86,20 @@ def structured_claims(fields: Mapping[str, object], registry: Registry) -> list[
 
 
 def partition_structured_fields(fields: Mapping[str, object], registry: Registry) -> StructuredResult:
-    """Split fields into claims and rejections (with reasons), in field order."""
+    """Split fields into claims, rejections (with reasons) and ignored (unbound) fields, in field order."""
     claims: list[StructuredClaim] = []
     rejected: list[RejectedField] = []
+    ignored: list[str] = []
     for name, raw in fields.items():
         spec = registry.structured_field_predicate(name)
         if spec is None:
-            bound = ", ".join(registry.structured_fields) or "none"
-            rejected.append(
-                RejectedField(
-                    name,
-                    f"not bound to a predicate in taxonomy registry v{registry.version} (bound: {bound})",
-                )
-            )
+            ignored.append(name)
             continue
         try:
             claims.extend(_claims(name, spec, raw))
         except _Reject as exc:
             rejected.append(RejectedField(name, str(exc)))
-    return StructuredResult(tuple(claims), tuple(rejected))
+    return StructuredResult(tuple(claims), tuple(rejected), tuple(ignored))
 
 
 def _claims(name: str, spec: PredicateSpec, raw: object) -> list[StructuredClaim]:

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from schemas.validation import AwareBoundedDatetime, Days, NonNegativeBigInt
+
 HealthStatus = Literal["ok", "degraded", "failing"]
 NAME = r"^[A-Za-z0-9_.:\-*]{1,200}$"
 
@@ -94,7 +96,7 @@ class SpendReport(_Strict):
 
 
 class BudgetRequest(_Strict):
-    daily_tokens: int = Field(ge=0, description="tokens per day for optional LLM work; 0 stops it")
+    daily_tokens: NonNegativeBigInt = Field(description="tokens per day for optional LLM work; 0 stops it")
     model: str = Field(default="*", pattern=NAME, description="a model name, or '*' for every model")
 
 
@@ -102,8 +104,8 @@ class RetentionPolicy(_Strict):
     workspace: str = Field(pattern=NAME)
     source_system: str = Field(default="*", pattern=NAME)
     kind: str = Field(default="*", pattern=NAME)
-    max_age_days: int | None = Field(default=None, gt=0, description="purge documents older than this (event time)")
-    purge_tombstoned_after_days: int | None = Field(
+    max_age_days: Days | None = Field(default=None, gt=0, description="purge documents older than this (event time)")
+    purge_tombstoned_after_days: Days | None = Field(
         default=None, ge=0, description="purge deleted documents this long after their tombstone"
     )
 
@@ -141,16 +143,12 @@ class LegalHoldRequest(_Strict):
     source_system: str | None = Field(default=None, pattern=NAME)
     document_ids: list[uuid.UUID] | None = Field(default=None, min_length=1, max_length=10_000)
     person_id: uuid.UUID | None = None
-    from_time: datetime | None = None
-    to_time: datetime | None = None
+    from_time: AwareBoundedDatetime | None = None
+    to_time: AwareBoundedDatetime | None = None
     reason: str = Field(min_length=1, max_length=2000)
 
     @model_validator(mode="after")
     def _range(self) -> LegalHoldRequest:
-        for name in ("from_time", "to_time"):
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
-                raise ValueError(f"{name} must be timezone-aware")
         if self.from_time and self.to_time and self.to_time <= self.from_time:
             raise ValueError("to_time must be after from_time")
         return self

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, ValidationError
+from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
@@ -88,6 +88,27 @@ def utc_in_range(value: datetime, lo: datetime = MIN_QUERY_TIME, hi: datetime = 
 
 
 BoundedDatetime = Annotated[datetime, AfterValidator(utc_in_range)]
+# the same range, but a naive datetime is an error (admin filters and legal holds say which offset they mean)
+AwareBoundedDatetime = Annotated[AwareDatetime, AfterValidator(utc_in_range)]
+
+# integers bound for the Postgres column they land in (asyncpg refuses a value past int4/int8: it was a 500)
+INT4_MAX = 2**31 - 1
+INT8_MAX = 2**63 - 1
+PgInt = Annotated[int, Field(ge=-(2**31), le=INT4_MAX)]
+PgBigInt = Annotated[int, Field(ge=-(2**63), le=INT8_MAX)]
+NonNegativeBigInt = Annotated[int, Field(ge=0, le=INT8_MAX)]
+# a number of days subtracted from now() in SQL: more than about 6,700 years leaves the timestamp range
+MAX_DAYS = 1_000_000
+Days = Annotated[int, Field(le=MAX_DAYS)]  # the lower bound is the field's (0 or 1)
+CURSOR_RE = re.compile(r"[0-9]{1,19}")
+
+
+def bigint_cursor(value: str) -> int | None:
+    """A keyset cursor (an int8 id as ASCII digits), ``None`` when it is not one."""
+    if not CURSOR_RE.fullmatch(value):
+        return None
+    n = int(value)
+    return n if n <= INT8_MAX else None
 
 
 def scan(obj: Any, *, max_depth: int, prefix: str = "") -> None:

@@ -84,3 +84,8 @@ MEMORY_WRITES = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+STRUCTURED_IGNORED = Counter(
+    "orgmem_structured_fields_ignored_total",
+    "structured_fields keys no taxonomy predicate binds: kept with the document, no claim extracted",
+    registry=REGISTRY,
+)

@@ -8,8 +8,10 @@ rolls back and is redelivered — at-least-once, never lost.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 from typing import Any
 
 import uvicorn
@@ -17,7 +19,9 @@ import uvicorn
 from embedder.repository import ensure_hnsw_index
 from services import generations, tracing
 from services.api.app import create_app
+from services.api.server import uvicorn_config
 from services.consolidation.run import periodic_consolidation
+from services.errors import ConfigurationError
 from services.kafka.topics import ensure_topics
 from services.ops.retention import periodic_retention
 from services.runtime import Runtime, build_runtime
@@ -78,8 +82,33 @@ async def _follow_generation(base: Settings, stages: list[str], holder: dict[str
         await stop_runtime(current)
 
 
+def bind_api_socket(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound before anything else starts: a busy port stops the process at once
+    (``ConfigurationError``, exit 2, naming the address) instead of leaving stages running without an API."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as exc:
+        raise ConfigurationError(f"API host {host!r} does not resolve ({exc})", setting="API_HOST") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is not "in use"
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = "in use" if exc.errno == errno.EADDRINUSE else f"not available ({exc.strerror})"
+        raise ConfigurationError(
+            f"API address {host}:{port} is {reason}: is another `orgmem up` running? stop it, or set API_PORT / --port",
+            setting="API_PORT",
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port: int) -> None:
     # the API needs no SERVICE_API_KEY: without it only scoped keys (``orgmem keys``) are accepted
+    sock: socket.socket | None = None
+    if api:
+        sock = bind_api_socket(host, port)
     if tracing.configure(base):
         log.info("tracing: exporting spans over OTLP")
     settings = await generations.resolve(base)
@@ -105,8 +134,8 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
     )
     try:
         if app is not None:
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
-            await uvicorn.Server(config).serve()
+            config = uvicorn_config(app, settings, host=host, port=port)
+            await uvicorn.Server(config).serve(sockets=[sock] if sock is not None else None)
         else:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -114,6 +143,8 @@ async def serve(base: Settings, stages: list[str], *, api: bool, host: str, port
                 loop.add_signal_handler(sig, stop.set)
             await stop.wait()
     finally:
+        if sock is not None:
+            sock.close()
         watcher.cancel()
         for task in (retention_task, consolidation_task):
             if task is not None:

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     api_port: int = 8000
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     metrics_token: SecretStr | None = Field(default=None, description="bearer token for /metrics besides the API key")
+    # /openapi.json, /docs, /redoc, /asyncapi: public, behind X-Api-Key, or not served. Unset: see api_docs_mode()
+    api_docs: Literal["public", "keyed", "off"] | None = None
+    # a client gets this long to send its request headers, then this long for the whole body (408, closed)
+    request_header_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    request_body_timeout_s: float = Field(default=15.0, gt=0, le=3600)
+    # HTTP ingress waits this long for the broker's acknowledgement, then answers 503 "broker"
+    ingress_produce_timeout_s: float = Field(default=3.0, gt=0, le=120)
 
     # --- governance ------------------------------------------------------------------------------
     retention_interval_s: float = Field(
@@ -171,6 +178,14 @@ class Settings(BaseSettings):
                 value = value.get_secret_value()
             env[name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
         return env
+
+    def api_docs_mode(self) -> Literal["public", "keyed", "off"]:
+        """``API_DOCS`` when set. Unset: ``public`` in single-key development mode (``SERVICE_API_KEY`` set),
+        ``keyed`` otherwise — a deployment on scoped keys is a production one."""
+        if self.api_docs:
+            return self.api_docs
+        dev = self.service_api_key is not None and bool(self.service_api_key.get_secret_value())
+        return "public" if dev else "keyed"
 
     def require_api_key(self) -> SecretStr:
         if self.service_api_key is None or not self.service_api_key.get_secret_value():

@@ -27,6 +27,7 @@ from schemas.admin import (
     ViewerAccess,
 )
 from schemas.envelope import PRINCIPAL_RE
+from schemas.validation import AwareBoundedDatetime, SafeStr, bigint_cursor
 from services.api.auth import require_admin
 from services.governance import access, audits, budgets, holds, retention
 from services.governance.health import admin_health
@@ -47,20 +48,18 @@ def _rt(request: Request) -> Any:
     return request.app.state.runtime
 
 
-def _aware(value: datetime | None, field: str) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT, detail={"field": field, "msg": "timestamp needs a timezone offset"}
-        )
-    return value
+# query-parameter types: bounded so that nothing Postgres (or asyncpg) cannot take gets that far
+Since = Annotated[AwareBoundedDatetime | None, Query(description="with a timezone offset; years 1000-9000 (UTC)")]
+Text = Annotated[SafeStr | None, Query(max_length=1000)]
 
 
 def _cursor(cursor: str | None) -> int | None:
     if cursor is None:
         return None
-    if not cursor.isdigit():
+    value = bigint_cursor(cursor)
+    if value is None:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail={"field": "cursor", "msg": "invalid cursor"})
-    return int(cursor)
+    return value
 
 
 # --- health and spend ----------------------------------------------------------------------------
@@ -222,11 +221,11 @@ async def held_documents(
 async def retrieval_audits(
     request: Request,
     _: Admin,
-    viewer: Annotated[str | None, Query(max_length=1000)] = None,
+    viewer: Text = None,
     document: uuid.UUID | None = None,
     workspace: Annotated[str | None, Query(pattern=NAME)] = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Since = None,
+    until: Since = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
 ) -> dict[str, Any]:
@@ -237,8 +236,8 @@ async def retrieval_audits(
             viewer=viewer,
             document=document,
             workspace=workspace,
-            since=_aware(since, "since"),
-            until=_aware(until, "until"),
+            since=since,
+            until=until,
             before_id=_cursor(cursor),
             limit=limit,
         )
@@ -251,9 +250,9 @@ async def ingress_audits(
     _: Admin,
     workspace: Annotated[str | None, Query(pattern=NAME)] = None,
     source_system: Annotated[str | None, Query(pattern=NAME)] = None,
-    external_id: Annotated[str | None, Query(max_length=1000)] = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    external_id: Text = None,
+    since: Since = None,
+    until: Since = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
 ) -> dict[str, Any]:
@@ -263,8 +262,8 @@ async def ingress_audits(
             workspace=workspace,
             source_system=source_system,
             external_id=external_id,
-            since=_aware(since, "since"),
-            until=_aware(until, "until"),
+            since=since,
+            until=until,
             before_id=_cursor(cursor),
             limit=limit,
         )
@@ -277,8 +276,8 @@ async def retention_audits(
     _: Admin,
     workspace: Annotated[str | None, Query(pattern=NAME)] = None,
     document: uuid.UUID | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Since = None,
+    until: Since = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
 ) -> dict[str, Any]:
@@ -288,8 +287,8 @@ async def retention_audits(
             conn,
             workspace=workspace,
             document=document,
-            since=_aware(since, "since"),
-            until=_aware(until, "until"),
+            since=since,
+            until=until,
             before_id=_cursor(cursor),
             limit=limit,
         )
@@ -314,10 +313,10 @@ async def access_history(
     request: Request,
     _: Admin,
     document: uuid.UUID | None = None,
-    viewer: str | None = None,
-    groups: Annotated[str | None, Query(max_length=20_000)] = None,
-    as_of: datetime | None = None,
-    query: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+    viewer: Text = None,
+    groups: Annotated[SafeStr | None, Query(max_length=20_000)] = None,
+    as_of: Since = None,
+    query: Annotated[SafeStr | None, Query(min_length=1, max_length=2000)] = None,
     workspace: Annotated[str | None, Query(pattern=NAME)] = None,
 ) -> dict[str, Any]:
     """``?document=D&as_of=T``: who could see D at T (with its ACL history). ``?viewer=user:U&as_of=T
@@ -327,7 +326,7 @@ async def access_history(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             detail={"field": "document", "msg": "give exactly one of document= or viewer="},
         )
-    at = _aware(as_of, "as_of") or datetime.now(UTC)
+    at = as_of or datetime.now(UTC)
     rt = _rt(request)
     async with rt.pool.acquire() as conn:
         if document is not None:

@@ -57,16 +57,23 @@ def create_app(rt: Runtime) -> FastAPI:
         async with mcp_server.session_manager.run():  # the MCP transport's sessions live in the host app
             yield
 
+    docs = rt.settings.api_docs_mode()  # API_DOCS: public | keyed (X-Api-Key, checked at the door) | off
+    served = docs != "off"
     app = FastAPI(
         title="Org Memory",
         version="0.1.0",
         description="Workplace memory for AI agents: viewer-scoped passages, facts and relationship paths.",
         lifespan=lifespan,
+        openapi_url="/openapi.json" if served else None,
+        docs_url="/docs" if served else None,
+        redoc_url="/redoc" if served else None,
     )
     app.state.runtime = rt
     app.state.api_key = api_key  # "" without SERVICE_API_KEY (then only METRICS_TOKEN reads /metrics)
     keys = key_store(lambda: app.state.runtime)
     app.state.keys = keys
+    app.state.api_docs = docs
+    app.state.mcp_tokens = tuple(mcp.load_tokens(rt.settings.mcp_tokens_path))  # the door's pre-body check
     errors.install(app)
     app.state.static_members = load_static_members(rt.settings.org_hierarchy_path)
 
@@ -99,5 +106,7 @@ def create_app(rt: Runtime) -> FastAPI:
         keys=keys,
         max_bytes=rt.settings.max_request_bytes,
         statement_ms=rt.settings.api_statement_timeout_ms,
+        body_timeout_s=rt.settings.request_body_timeout_s,
+        docs_keyed=docs == "keyed",
     )
     return app

@@ -11,11 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
+from aiokafka.errors import KafkaError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.errors import ObjectStoreError
 
 # the field an error names when the raiser named none
 DEFAULT_FIELD = {
@@ -24,11 +27,13 @@ DEFAULT_FIELD = {
     403: "X-Principal-Roles",
     404: "path",
     405: "method",
+    408: "body",
     409: "envelope_id",
     413: "body",
     429: "request",
     502: "vendor",
     503: "database",
+    # 503 also names "broker" (ingress could not produce) and "object_store"
     504: "database",
 }
 SOURCES = {"body", "query", "path", "header", "cookie"}
@@ -57,6 +62,7 @@ DESCRIPTIONS = {
     401: "Missing or invalid X-Api-Key",
     403: "Admin route without the admin role, or a memory scope the caller does not hold",
     404: "Not found, or not visible to this viewer",
+    408: "The request's headers or body did not arrive in time (REQUEST_HEADER_TIMEOUT_S / REQUEST_BODY_TIMEOUT_S)",
     409: "Conflicts with an earlier request (an envelope_id reused with different content)",
     413: "Request body over MAX_REQUEST_BYTES",
     422: "Invalid input; `field` names it",
@@ -151,8 +157,45 @@ async def _on_budget(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
     return error_response(
-        503, {"field": "database", "msg": f"database unavailable ({type(exc).__name__})", "type": "unavailable"}
+        503,
+        {"field": "database", "msg": f"database unavailable ({type(exc).__name__})", "type": "unavailable"},
+        {"Retry-After": "1"},
     )
+
+
+async def _on_broker_down(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(
+        503,
+        {
+            "field": "broker",
+            "msg": f"the broker did not accept the record ({type(exc).__name__})",
+            "type": "unavailable",
+        },
+        {"Retry-After": "1"},
+    )
+
+
+async def _on_store_down(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(
+        503,
+        {"field": "object_store", "msg": f"object store unavailable ({type(exc).__name__})", "type": "unavailable"},
+        {"Retry-After": "1"},
+    )
+
+
+# What a request meets when Postgres is gone: a refused or reset socket (OSError), a connection lost mid-query,
+# a server shutting down or refusing connections, an acquire/connect that timed out. The object store and the
+# broker fail with their own types (ObjectStoreError, aiokafka's KafkaError).
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,  # class 08 (connection exceptions), CannotConnectNow's siblings
+    asyncpg.TooManyConnectionsError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.ConnectionDoesNotExistError,
+)
 
 
 def install(app: FastAPI) -> None:
@@ -160,6 +203,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(asyncpg.QueryCanceledError, _on_budget)
-    app.add_exception_handler(asyncpg.TooManyConnectionsError, _on_database_down)
-    app.add_exception_handler(asyncpg.CannotConnectNowError, _on_database_down)
-    app.add_exception_handler(asyncpg.ConnectionDoesNotExistError, _on_database_down)
+    for kind in DATABASE_DOWN:
+        app.add_exception_handler(kind, _on_database_down)
+    app.add_exception_handler(KafkaError, _on_broker_down)
+    app.add_exception_handler(ObjectStoreError, _on_store_down)

@@ -95,9 +95,12 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/asyncapi")
 async def asyncapi(request: Request) -> JSONResponse:
-    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows (the catalogue's)."""
+    """FastStream's AsyncAPI 3.0 document of every topic and payload this deployment knows (the catalogue's).
+    Not served with ``API_DOCS=off``; behind ``X-Api-Key`` with ``keyed`` (checked at the door)."""
     from faststream.specification import AsyncAPI
 
+    if getattr(request.app.state, "api_docs", "public") == "off":
+        return error_response(404, {"field": "path", "msg": "API documents are not served (API_DOCS=off)"})
     rt = request.app.state.runtime
     spec = AsyncAPI(
         specification_broker(rt.settings),

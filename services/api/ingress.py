@@ -15,7 +15,9 @@ change: who is in which group, hence who sees what) needs the ``directory`` scop
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 
@@ -25,12 +27,24 @@ from services import tracing
 from services.api.auth import CREDENTIAL_STATE, credential_of, require_service
 from services.credentials import Credential
 from services.governance.audits import record_ingress
-from services.idempotency import conflicting_envelopes
+from services.idempotency import bind_at_door, release_door_binding
 from services.metrics import INGRESS_ENVELOPES
 
+T = TypeVar("T")
+log = logging.getLogger("orgmem.api.ingress")
 router = APIRouter(prefix="/ingress", tags=["ingress"], dependencies=[Depends(require_service)])
 MAX_BATCH = 1000
 ENVELOPE_SCHEMA: dict[str, Any] = {"$ref": "#/components/schemas/ChangeEnvelope"}
+
+
+class ProduceTimeout(HTTPException):
+    """The broker did not acknowledge in time; the record may still land (resend the same content: idempotent)."""
+
+    def __init__(self, seconds: float) -> None:
+        msg = f"the broker did not acknowledge within {seconds:g} s; resend the same envelope (idempotent)"
+        super().__init__(
+            503, detail={"field": "broker", "msg": msg, "type": "unavailable"}, headers={"Retry-After": "1"}
+        )
 
 
 def _rejected(exc: Rejected, index: int | None = None) -> HTTPException:
@@ -61,12 +75,19 @@ def _validate(raw: Any, index: int | None = None) -> ChangeEnvelope:
 
 async def _produce(request: Request, env: ChangeEnvelope) -> dict[str, Any]:
     rt = request.app.state.runtime
-    meta = await rt.publisher.send(
-        rt.settings.topic("envelopes"),
-        env.model_dump_json().encode(),
-        key=env.key.encode(),
-        headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
-    )
+    limit = rt.settings.ingress_produce_timeout_s
+    try:
+        meta = await asyncio.wait_for(
+            rt.publisher.send(
+                rt.settings.topic("envelopes"),
+                env.model_dump_json().encode(),
+                key=env.key.encode(),
+                headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
+            ),
+            limit,
+        )
+    except TimeoutError:  # a broker that does not answer: fail fast instead of the client's own timeout
+        raise ProduceTimeout(limit) from None
     INGRESS_ENVELOPES.labels("accepted").inc()
     request.state.ingress_rows = [*getattr(request.state, "ingress_rows", []), (env, meta)]
     return {
@@ -95,9 +116,11 @@ async def _refuse_unscoped(request: Request, envs: list[ChangeEnvelope], batch: 
 
 
 async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> None:
-    """409 if an envelope_id (the idempotency key) is already bound to different content."""
+    """409 if an envelope_id (the idempotency key) is already bound to different content — ingested, or
+    accepted here before and not ingested yet; else the ids are bound to this content now."""
     async with request.app.state.runtime.pool.acquire() as conn:
-        clashes = await conflicting_envelopes(conn, envs)
+        clashes, bound = await bind_at_door(conn, envs)
+    request.state.door_bound = bound
     if clashes:
         INGRESS_ENVELOPES.labels("rejected").inc()
         msg = "envelope_id was already used for different content (an idempotency key: resend the same content)"
@@ -106,6 +129,25 @@ async def _refuse_reused_ids(request: Request, envs: list[ChangeEnvelope]) -> No
         if len(envs) > 1:
             detail["index"] = clashes[0]
         raise HTTPException(status.HTTP_409_CONFLICT, detail=detail)
+
+
+async def _released_on_failure(request: Request, produce: Awaitable[T]) -> T:
+    """Run ``produce``; if it fails, the ids bound for envelopes that were not produced are released (a
+    resend with other content is then not a conflict with something that never reached the log)."""
+    try:
+        return await produce
+    except ProduceTimeout:
+        raise  # maybe produced after all: the ids stay bound to this content
+    except BaseException:
+        produced = {str(e.envelope_id) for e, _ in getattr(request.state, "ingress_rows", [])}
+        orphans = [k for k in getattr(request.state, "door_bound", []) if k not in produced]
+        if orphans:
+            try:
+                async with request.app.state.runtime.pool.acquire() as conn:
+                    await release_door_binding(conn, orphans)
+            except Exception:  # the database may be what failed; the binding then stays (same content still 202)
+                log.warning("could not release %d door bindings", len(orphans))
+        raise
 
 
 def _caller(request: Request) -> str:
@@ -149,7 +191,7 @@ async def post_envelope(request: Request) -> dict[str, Any]:
         tracing.set_attributes(sp, envelope_id=str(env.envelope_id), workspace=env.workspace, key=env.key)
         await _refuse_unscoped(request, [env], batch=False)
         await _refuse_reused_ids(request, [env])
-        result = await _produce(request, env)
+        result = await _released_on_failure(request, _produce(request, env))
     await _audit(request)
     return result
 
@@ -179,6 +221,6 @@ async def post_envelopes(request: Request) -> dict[str, Any]:
     await _refuse_reused_ids(request, envs)
     with tracing.span("ingress.envelopes") as sp:
         tracing.set_attributes(sp, count=len(envs))
-        results = await asyncio.gather(*(_produce(request, e) for e in envs))
+        results = await _released_on_failure(request, asyncio.gather(*(_produce(request, e) for e in envs)))
     await _audit(request)
     return {"accepted": len(results), "results": results}

@@ -1,22 +1,28 @@
 """The door of the HTTP API (pure ASGI, outermost): authenticate before a byte of the body is read, and
-bound the bytes actually read.
+bound the bytes actually read and the time taken to send them.
 
-- Our routes (``KEYED_PREFIXES``) need ``X-Api-Key``: a missing, unknown or revoked key is answered 401
-  at once, the body left unread (``services/credentials.py``; the route's dependency checks the scope).
+- Every route that needs a caller is checked here from the headers alone, before the body is read: our routes
+  (``KEYED_PREFIXES``) and, when ``API_DOCS=keyed``, the API documents need a valid ``X-Api-Key``
+  (``services/credentials.py``; the route's dependency then checks the scope); ``/metrics`` takes a key or
+  ``Bearer $METRICS_TOKEN``; ``/mcp`` a key or a bearer token of ``MCP_TOKENS_PATH``. A missing, unknown or
+  revoked credential is answered 401 at once, the body left unread and the connection closed; a key table that
+  cannot be read is 503 ``database``.
 - A key bound to a workspace acts only there: a ``workspace`` query parameter or JSON body field (an
   envelope's, each of a batch's) naming another workspace -> 403 naming it; where the route takes a
   workspace and the request names none, the key's is filled in (never the default workspace).
+- The whole body must arrive within ``REQUEST_BODY_TIMEOUT_S`` -> 408 (connection closed); the headers
+  within ``REQUEST_HEADER_TIMEOUT_S`` (``services.api.server``).
 - Every database statement a request runs is bounded by ``API_STATEMENT_TIMEOUT_MS``.
 - ``Content-Length`` over ``MAX_REQUEST_BYTES`` -> 413 at once; a body without one (chunked) is
   counted as it streams and cut at the bound -> 413 (the handler never sees more than the bound).
-- A JSON body is parsed once here, the one bounded way (``schemas.validation.load_json``), and
-  scanned: a NUL, a lone surrogate (keys included) or nesting past 64 levels anywhere -> 422 naming
-  the path, before FastAPI or pydantic see it (neither can render such an input in an error).
-  Routes find the parsed body in ``request.state.json_body``.
+- JSON bodies of our routes are parsed once, strictly (NUL, lone surrogates, NaN, nesting past 64 ->
+  422 naming the field); the routes reuse the parsed object.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
 import logging
 from typing import Any
@@ -39,6 +45,8 @@ log = logging.getLogger("orgmem.api")
 # doors mounted with their own authentication and error format) only get the byte bound; routes under
 # these prefixes still check the key in their dependencies too.
 KEYED_PREFIXES = ("/ingress/", "/tools/", "/v1/", "/admin/")
+DOCUMENT_PATHS = ("/openapi.json", "/docs", "/redoc", "/asyncapi")
+UNAUTHENTICATED = {"field": "X-Api-Key", "msg": "missing, unknown or revoked X-Api-Key", "type": "unauthenticated"}
 
 
 class BodyTooLarge(HTTPException):
@@ -48,47 +56,98 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, detail={"field": "body", "msg": f"request body over {limit} bytes", "type": "too_large"})
 
 
+class BodyTimeout(HTTPException):
+    def __init__(self, seconds: float) -> None:
+        msg = f"request body not received within {seconds:g} s"
+        super().__init__(408, detail={"field": "body", "msg": msg, "type": "timeout"})
+
+
 def is_keyed(path: str) -> bool:
     return path.startswith(KEYED_PREFIXES)
 
 
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for k, v in scope.get("headers", ()):
+        if k == name:
+            return bytes(v)
+    return None
+
+
+def _bearer(scope: Scope) -> bytes | None:
+    auth = _header(scope, b"authorization") or b""
+    return auth[7:].strip() if auth[:7].lower() == b"bearer " else None
+
+
+def _metrics_token_ok(scope: Scope) -> bool:
+    token = scope["app"].state.runtime.settings.metrics_token
+    given = _bearer(scope)
+    return token is not None and given is not None and hmac.compare_digest(given, token.get_secret_value().encode())
+
+
+def _mcp_token_ok(scope: Scope) -> bool:
+    given = _bearer(scope)
+    if given is None:
+        return False
+    found = False
+    for known in getattr(scope["app"].state, "mcp_tokens", ()):  # constant time per token, every token compared
+        found = hmac.compare_digest(known.encode(), given) or found
+    return found
+
+
 class RequestLimits:
-    def __init__(self, app: ASGIApp, *, keys: KeyStore, max_bytes: int, statement_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        keys: KeyStore,
+        max_bytes: int,
+        statement_ms: int | None = None,
+        body_timeout_s: float | None = None,
+        docs_keyed: bool = False,
+    ) -> None:
         self.app = app
         self.keys = keys
         self.max_bytes = max_bytes
         self.statement_ms = statement_ms
+        self.body_timeout_s = body_timeout_s
+        self.docs_keyed = docs_keyed
 
     async def _credential(self, scope: Scope) -> Credential | None:
-        for k, v in scope.get("headers", ()):
-            if k == b"x-api-key":
-                return await self.keys.authenticate(v.decode("latin-1"))
-        return None
+        key = _header(scope, b"x-api-key")
+        return None if key is None else await self.keys.authenticate(key.decode("latin-1"))
+
+    async def _admit(self, scope: Scope, path: str) -> tuple[bool, Credential | None]:
+        """(admitted, the key's credential) from the headers alone; raises when the key table is unreachable."""
+        keyed = is_keyed(path) or (self.docs_keyed and path in DOCUMENT_PATHS)
+        other = path == "/metrics" or path == "/mcp" or path.startswith("/mcp/")
+        if not keyed and not other:
+            return True, None
+        if path == "/metrics" and _metrics_token_ok(scope):
+            return True, None
+        if other and _header(scope, b"x-api-key") is None and path != "/metrics":
+            return _mcp_token_ok(scope), None
+        cred = await self._credential(scope)
+        return cred is not None, cred
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        keyed = is_keyed(scope.get("path", ""))
-        cred: Credential | None = None
-        if keyed:
-            try:
-                cred = await self._credential(scope)
-            except Exception as exc:  # the key table is unreachable: not the caller's fault
-                log.warning("cannot check the API key: %s: %s", type(exc).__name__, exc)
-                msg = f"cannot check the API key now ({type(exc).__name__})"
-                await error_response(503, {"field": "database", "msg": msg, "type": "unavailable"})(
-                    scope, receive, send
-                )
-                return
-            if cred is None:
-                detail = {
-                    "field": "X-Api-Key",
-                    "msg": "missing, unknown or revoked X-Api-Key",
-                    "type": "unauthenticated",
-                }
-                await error_response(401, detail)(scope, receive, send)
-                return
+        path = scope.get("path", "")
+        keyed = is_keyed(path)
+        try:
+            admitted, cred = await self._admit(scope, path)
+        except Exception as exc:  # the key table is unreachable: not the caller's fault
+            log.warning("cannot check the API key: %s: %s", type(exc).__name__, exc)
+            msg = f"cannot check the API key now ({type(exc).__name__})"
+            await error_response(503, {"field": "database", "msg": msg, "type": "unavailable"})(scope, receive, send)
+            return
+        if not admitted:
+            # the body is never read: the connection closes after the answer (no slow body held open)
+            headers = {"Connection": "close"} | ({"WWW-Authenticate": "Bearer"} if path.startswith("/mcp") else {})
+            await error_response(401, UNAUTHENTICATED, headers)(scope, receive, send)
+            return
+        if cred is not None:
             scope.setdefault("state", {})[CREDENTIAL_STATE] = cred
         length = _content_length(scope)
         if length == -1:
@@ -98,9 +157,16 @@ class RequestLimits:
             await error_response(413, BodyTooLarge(self.max_bytes).detail)(scope, receive, send)
             return
         try:
-            body = await self._read_body(receive)
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._read_body(receive)
         except BodyTooLarge as exc:
             await error_response(413, exc.detail)(scope, receive, send)
+            return
+        except TimeoutError:
+            assert self.body_timeout_s is not None
+            await error_response(408, BodyTimeout(self.body_timeout_s).detail, {"Connection": "close"})(
+                scope, receive, send
+            )
             return
         if keyed and body and _is_json(scope):
             try:
@@ -110,7 +176,7 @@ class RequestLimits:
                 await error_response(422, {"field": exc.field, "errors": exc.errors})(scope, receive, send)
                 return
             scope.setdefault("state", {})["json_body"] = obj
-        if cred is not None and cred.workspace is not None:
+        if keyed and cred is not None and cred.workspace is not None:
             refused = _bind_workspace(scope, cred.workspace)
             if refused is not None:
                 await error_response(403, refused)(scope, receive, send)

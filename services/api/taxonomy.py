@@ -16,6 +16,7 @@ import asyncpg
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
+from schemas.validation import SafeStr
 from services.api.auth import require_admin, require_viewer
 from services.graph.temporal import entity_acl_sql
 from services.runtime import Runtime
@@ -98,7 +99,7 @@ async def list_proposals(
     viewer: ViewerDep,
     workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
     status_: Annotated[ProposalStatus | None, Query(alias="status")] = None,
-    slot: Annotated[str | None, Query(max_length=64)] = None,
+    slot: Annotated[SafeStr | None, Query(max_length=64)] = None,
     subject: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,

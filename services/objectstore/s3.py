@@ -15,6 +15,9 @@ from minio.error import S3Error
 
 from services.errors import ObjectStoreError
 
+PROBE_CONNECT_S = 1.0
+PROBE_READ_S = 2.0
+
 
 class S3ObjectStore:
     backend = "s3"
@@ -35,6 +38,17 @@ class S3ObjectStore:
             secure=secure,
             region=region,
             http_client=http,
+        )
+        # health probes (``ping``) get their own client: no retry, short timeouts, so an outage shows at once
+        self._probe = Minio(
+            endpoint,
+            access_key=access_key,
+            secret_key=secret_key,
+            secure=secure,
+            region=region,
+            http_client=urllib3.PoolManager(
+                timeout=urllib3.Timeout(connect=PROBE_CONNECT_S, read=PROBE_READ_S), retries=False, maxsize=2
+            ),
         )
         self._bucket_ready = False
 
@@ -79,8 +93,12 @@ class S3ObjectStore:
             raise ObjectStoreError("S3 delete failed", key=key, error=_describe(exc)) from exc
 
     async def ping(self) -> None:
+        """A real request to the store every time (never the cached "bucket ready"), bounded by the probe
+        client's timeouts (about 3 s at most); a missing bucket is created as on first use."""
         try:
-            await self._ensure_bucket()
+            if not await asyncio.to_thread(self._probe.bucket_exists, self.bucket):
+                self._bucket_ready = False
+                await self._ensure_bucket()
         except (S3Error, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
             raise ObjectStoreError("S3 unreachable or refused", error=_describe(exc)) from exc
 

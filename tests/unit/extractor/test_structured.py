@@ -48,7 +48,6 @@ def test_email_manager_becomes_an_email_identity() -> None:
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
-        ({"shoe_size": 44}, "not bound to a predicate in taxonomy registry v1"),
         ({"title": None}, "null is not a value"),
         ({"title": ["CEO", "CTO"]}, "cardinality 'one'"),
         ({"title": ""}, "empty value"),
@@ -71,15 +70,23 @@ def test_rejections_carry_a_reason(fields: dict[str, object], reason: str) -> No
 
 def test_structured_claims_raises_naming_every_rejected_field() -> None:
     with pytest.raises(InvalidPayloadError) as caught:
-        structured_claims({"title": "CEO", "shoe_size": 44, "mood": "happy"}, REGISTRY)
+        structured_claims({"title": None, "shoe_size": 44, "team": [], "mood": "happy"}, REGISTRY)
     error = caught.value
     assert isinstance(error, PermanentError)
-    assert error.field == "structured_fields.shoe_size"
-    assert error.context["rejected"] == ["shoe_size", "mood"]
-    assert "shoe_size" in str(error) and "mood" in str(error)
+    assert error.field == "structured_fields.title"
+    assert error.context["rejected"] == ["title", "team"]  # unbound fields are not rejections
+    assert "title" in str(error) and "team" in str(error) and "shoe_size" not in str(error)
 
 
 def test_partition_keeps_good_fields_beside_rejections() -> None:
-    result = partition_structured_fields({"title": "CEO", "shoe_size": 44}, REGISTRY)
+    result = partition_structured_fields({"title": "CEO", "team": [], "shoe_size": 44}, REGISTRY)
     assert [c.predicate for c in result.claims] == ["has_title"]
-    assert [r.field for r in result.rejected] == ["shoe_size"]
+    assert [r.field for r in result.rejected] == ["team"]
+    assert result.ignored == ("shoe_size",)
+
+
+def test_unbound_fields_are_ignored_never_fatal() -> None:
+    result = partition_structured_fields({"priority": "p1", "labels": ["a"], "title": "CTO"}, REGISTRY)
+    assert result.rejected == () and result.ignored == ("priority", "labels")
+    assert [c.value for c in structured_claims({"priority": "p1", "title": "CTO"}, REGISTRY)] == ["CTO"]
+    assert structured_claims({"priority": "p1"}, REGISTRY) == []
