@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request, Response
 
 from services.api import (
     admin,
+    console,
     errors,
     graph,
     health,
@@ -34,7 +35,8 @@ def create_app(rt: Runtime) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with mcp_server.session_manager.run():  # the MCP transport's sessions live in the host app
+        # the MCP transport's sessions and the console's background work (lag sampler, jobs) live in the host app
+        async with mcp_server.session_manager.run(), console.ops.running(app):
             yield
 
     app = FastAPI(
@@ -68,6 +70,7 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(worldbuilder.router, responses=errors.responses(404))
     app.include_router(procedures.router, responses=errors.responses(403, 404))
     app.include_router(taxonomy.router, responses=errors.responses(403, 404, 409))
+    console.install(app)
     openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(
