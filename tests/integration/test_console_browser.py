@@ -43,6 +43,7 @@ STAGES = ["ingest", "embed", "extract", "conflicts"]
 TEAM = f"group:{uuid.uuid4()}"
 VIEWER = f"user:{uuid.uuid4()}"
 OWNER = f"user:{uuid.uuid4()}"
+ADMIN = {"X-Api-Key": KEY, "X-Principal-Roles": "admin", "X-Principal-Id": f"user:{uuid.uuid4()}"}
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
@@ -198,6 +199,11 @@ async def test_pipeline_page_shows_lag_building_and_draining(stack: Stack, page:
     assert spark and len(spark.split()) >= 2  # the sparkline kept the samples from the ring buffer
     assert "kafka" in (await page.text_content("#pipeline ul.checks") or "")
     await shot(page, "pipeline")
+    async with httpx.AsyncClient(base_url=stack.url, headers=ADMIN, timeout=30) as http:
+        status = (await http.get("/v1/admin/pipeline")).json()
+    ingest = next(s for s in status["stages"] if s["stage"] == "ingest")
+    assert ingest["lag"] == 0 and max(h["lag"]["ingest"] for h in status["history"]) >= 25
+    assert {c["name"] for c in status["infrastructure"]} == {"postgres", "kafka", "object_store"}
 
 
 async def test_a_poison_record_is_listed_escaped_and_redriven_from_the_page(stack: Stack, page: Any) -> None:
@@ -218,6 +224,17 @@ async def test_a_poison_record_is_listed_escaped_and_redriven_from_the_page(stac
     assert await page.evaluate("window.__pwned === undefined")
     assert await page.evaluate("document.scripts.length") == 1  # only /console/static/console.js
     await shot(page, "dead-letters")
+    async with httpx.AsyncClient(base_url=stack.url, headers=ADMIN, timeout=30) as http:
+        listed = (await http.get("/v1/admin/dead-letters/ingest")).json()
+        [item] = [i for i in listed["items"] if i["key"] == "poison-1"]
+        assert item["error_class"] == "InvalidPayloadError" and json.loads(item["payload"])["title"] == HOSTILE
+        assert item["original"].startswith(stack.settings.topic("envelopes") + ":")
+        assert listed["classes"]["InvalidPayloadError"] >= 1
+        bad = await http.post("/v1/admin/dead-letters/ingest/redrive", json={"position": "no position"})
+        assert bad.status_code == 422 and "position" in bad.text
+        gone = await http.post("/v1/admin/dead-letters/ingest/redrive", json={"position": "x:0:999999"})
+        assert gone.status_code == 404 and "position" in gone.text
+        assert (await http.get("/v1/admin/dead-letters/nosuchstage")).status_code == 404
     await letter.first.get_by_role("button", name="Redrive this one").click()
     await page.wait_for_selector("#redrive-job .job[data-state=done]", timeout=60_000)
     assert "sent=1" in (await page.text_content("#redrive-job") or "")
@@ -232,9 +249,7 @@ async def test_a_poison_record_is_listed_escaped_and_redriven_from_the_page(stac
     assert await eventually(again, timeout=60) == 1
 
 
-async def test_playground_shows_diagnostics_hides_a_private_document_and_explains_why(
-    stack: Stack, page: Any
-) -> None:
+async def test_playground_shows_diagnostics_hides_a_private_document_and_explains_why(stack: Stack, page: Any) -> None:
     await stack.start_pipeline()
     await produce(
         stack.settings,
@@ -285,6 +300,14 @@ async def test_playground_shows_diagnostics_hides_a_private_document_and_explain
     assert await page.get_attribute("#whynot .verdict", "data-dropped-by") == "acl"
     assert await page.get_attribute("#whynot dd[data-visible]", "data-visible") == "no"
     assert OWNER in (await page.text_content("#whynot") or "")  # it is shared with its owner only
+    async with httpx.AsyncClient(base_url=stack.url, headers=ADMIN, timeout=60) as http:
+        params = {"external_id": "pg/private", "query": "quarterly roadmap", "viewer": VIEWER, "groups": TEAM}
+        why = (await http.get("/v1/admin/why-not", params=params)).json()
+        assert why["dropped_by"] == "acl" and why["visible"] is False and why["arms"] == []  # no search ran
+        owner = (await http.get("/v1/admin/why-not", params=params | {"viewer": OWNER, "groups": ""})).json()
+        assert owner["visible"] is True and owner["dropped_by"] == "returned" and owner["returned_rank"]
+        bad = await http.get("/v1/admin/why-not", params=params | {"viewer": "bob"})
+        assert bad.status_code == 422 and bad.json()["detail"]["field"] == "viewer"
     await page.fill("#wn-ext", "pg/shared")
     await page.get_by_role("button", name="Explain").click()
     await page.wait_for_selector("#whynot .verdict[data-dropped-by=returned]")
@@ -307,6 +330,14 @@ async def test_governance_replay_and_graph_pages(stack: Stack, page: Any) -> Non
     await page.wait_for_selector("#job .job[data-state=done]", timeout=120_000)
     await page.wait_for_selector("#jobs td:has-text('replay')")
     await shot(page, "replay")
+    async with httpx.AsyncClient(base_url=stack.url, headers=ADMIN, timeout=30) as http:
+        r = await http.post("/v1/admin/replay", json={"stage": "nosuch"})
+        assert r.status_code == 422 and r.json()["detail"]["field"] == "stage"
+        r = await http.post("/v1/admin/replay", json={"stage": "collab", "from": "yesterday"})
+        assert r.status_code == 422 and r.json()["detail"]["field"] == "from"
+        jobs = (await http.get("/v1/admin/jobs")).json()
+        replayed = next(j for j in jobs if j["kind"] == "replay")
+        assert replayed["state"] == "done" and replayed["done"] == replayed["total"] and replayed["total"] > 0
     # graph card: a person's facts on a timeline
     person = await eventually(
         lambda: fetchval(
@@ -324,4 +355,3 @@ async def test_governance_replay_and_graph_pages(stack: Stack, page: Any) -> Non
     await page.wait_for_selector("#card svg.timeline rect")
     assert "Staff Engineer" in (await page.text_content("#card") or "")
     await shot(page, "graph")
-
