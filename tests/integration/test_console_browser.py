@@ -347,11 +347,30 @@ async def test_governance_replay_and_graph_pages(stack: Stack, page: Any) -> Non
         ),
         timeout=60,
     )
+    await produce(  # a promotion: the first title closes, the new one is open-ended
+        stack.settings,
+        envelope(
+            "dir/priya",
+            "profile",
+            principals=[TEAM],
+            author_email="priya@corp.example",
+            author_name="Priya Shah",
+            system="directory",
+            event_time=later(60 * 24 * 90),
+            structured_fields={"title": "Principal Engineer"},
+        ),
+    )
+    await eventually(
+        lambda: fetchval(stack.settings, "SELECT count(*) FROM facts WHERE predicate = 'has_title'"),
+        until=lambda n: n >= 2,
+        timeout=60,
+    )
     await open_unlocked(page, stack, "/console/graph")
     await page.fill("#gr-id", str(person))
     await page.fill("#gr-viewer", VIEWER)
     await page.fill("#gr-groups", TEAM)
     await page.get_by_role("button", name="Show card").click()
     await page.wait_for_selector("#card svg.timeline rect")
-    assert "Staff Engineer" in (await page.text_content("#card") or "")
+    card = await page.text_content("#card") or ""
+    assert "Principal Engineer" in card
     await shot(page, "graph")
