@@ -199,6 +199,9 @@ async def test_pipeline_page_shows_lag_building_and_draining(stack: Stack, page:
     assert spark and len(spark.split()) >= 2  # the sparkline kept the samples from the ring buffer
     assert "kafka" in (await page.text_content("#pipeline ul.checks") or "")
     await shot(page, "pipeline")
+    await page.emulate_media(color_scheme="dark")  # the system preference picks the palette
+    assert await page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(13, 17, 23)"
+    await shot(page, "pipeline-dark")
     async with httpx.AsyncClient(base_url=stack.url, headers=ADMIN, timeout=30) as http:
         status = (await http.get("/v1/admin/pipeline")).json()
     ingest = next(s for s in status["stages"] if s["stage"] == "ingest")

@@ -403,11 +403,10 @@ async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) 
     """``retrieve_context`` as the viewer given in the form, rendered with its diagnostics."""
     from retriever.rpc import error_status
     from retriever.wiring import get_service
-    from schemas.tools import RetrieveContextRequest
     from services.errors import OrgMemoryError
 
     viewer = await _as_viewer(request, body.viewer, body.groups)
-    req = RetrieveContextRequest(
+    req = ops.with_diagnostics(
         query=body.query, workspace=body.workspace, mode=body.mode, as_of=_as_of(body.as_of), limit=body.limit
     )
     try:

@@ -420,6 +420,12 @@ def visible_since(history: list[dict[str, Any]], principals: set[str], at: datet
     return since
 
 
+def with_diagnostics(**fields: Any) -> RetrieveContextRequest:
+    """A ``retrieve_context`` request that asks for diagnostics where the contract makes them opt-in."""
+    opt_in = {"diagnostics": True} if "diagnostics" in RetrieveContextRequest.model_fields else {}
+    return RetrieveContextRequest(**fields, **opt_in)
+
+
 def _first_rank(passages: list[Any], document_id: uuid.UUID) -> int | None:
     for i, p in enumerate(passages, start=1):
         if p.document_id == document_id:
@@ -511,12 +517,12 @@ async def why_not(
         )
         out["arms"].append({"arm": arm, "rank": _first_rank(found.passages, doc["id"])})
     deep = await svc.retrieve_context(
-        RetrieveContextRequest(query=query, workspace=workspace, limit=MAX_LIMIT, mode=mode, as_of=as_of),
+        with_diagnostics(query=query, workspace=workspace, limit=MAX_LIMIT, mode=mode, as_of=as_of),
         viewer,
     )
     out["fused_rank"] = _first_rank(deep.passages, doc["id"])
     asked = await svc.retrieve_context(
-        RetrieveContextRequest(query=query, workspace=workspace, limit=limit, mode=mode, as_of=as_of),
+        with_diagnostics(query=query, workspace=workspace, limit=limit, mode=mode, as_of=as_of),
         viewer,
     )
     out["returned_rank"] = _first_rank(asked.passages, doc["id"])
