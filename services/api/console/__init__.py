@@ -252,18 +252,26 @@ async def why_not(
 # --- HTML fragments -----------------------------------------------------------------------------------------
 
 
+# an HTML fragment on success; errors keep the project's JSON shape (a response_class of HTMLResponse would
+# declare them text/html in the OpenAPI document)
+HTML: dict[str, Any] = {
+    "response_class": Response,
+    "responses": {200: {"description": "An HTML fragment", "content": {"text/html": {"schema": {"type": "string"}}}}},
+}
+
+
 def _fragment(template: str, **context: Any) -> HTMLResponse:
     return _html(f"fragments/{template}", **context)
 
 
-@fragments.get("/pipeline", response_class=HTMLResponse)
+@fragments.get("/pipeline", **HTML)
 async def pipeline_fragment(request: Request, _: Admin) -> HTMLResponse:
     data = await ops.pipeline_status(request.app)
     lines = {s["stage"]: ops.sparkline(data["history"], s["stage"]) for s in data["stages"]}
     return _fragment("pipeline.html", d=data, lines=lines)
 
 
-@fragments.get("/dead-letters", response_class=HTMLResponse)
+@fragments.get("/dead-letters", **HTML)
 async def dead_letters_fragment(
     request: Request,
     _: Admin,
@@ -288,7 +296,7 @@ class RedriveForm(BaseModel):
     position: str | None = Field(default=None, max_length=400)
 
 
-@fragments.post("/redrive", response_class=HTMLResponse)
+@fragments.post("/redrive", **HTML)
 async def redrive_fragment(request: Request, _: Admin, body: RedriveForm) -> HTMLResponse:
     job = await ops.redrive_job(
         request.app,
@@ -307,7 +315,7 @@ class ReplayForm(BaseModel):
     start: str = Field(default="earliest", max_length=64)
 
 
-@fragments.post("/replay", response_class=HTMLResponse)
+@fragments.post("/replay", **HTML)
 async def replay_fragment(request: Request, _: Admin, body: ReplayForm) -> HTMLResponse:
     if body.stage not in replayable_stages():
         raise _unprocessable("stage", f"cannot replay {body.stage!r}")
@@ -315,18 +323,18 @@ async def replay_fragment(request: Request, _: Admin, body: ReplayForm) -> HTMLR
     return _fragment("job.html", job=job.as_dict())
 
 
-@fragments.post("/rebuild", response_class=HTMLResponse)
+@fragments.post("/rebuild", **HTML)
 async def rebuild_fragment(request: Request, _: Admin) -> HTMLResponse:
     job = await ops.rebuild_job(request.app, _rt(request).settings)
     return _fragment("job.html", job=job.as_dict())
 
 
-@fragments.get("/jobs/{job_id}", response_class=HTMLResponse)
+@fragments.get("/jobs/{job_id}", **HTML)
 async def job_fragment(request: Request, _: Admin, job_id: uuid.UUID) -> HTMLResponse:
     return _fragment("job.html", job=ops.get_job(request.app, job_id).as_dict())
 
 
-@fragments.get("/jobs", response_class=HTMLResponse)
+@fragments.get("/jobs", **HTML)
 async def jobs_fragment(request: Request, _: Admin) -> HTMLResponse:
     jobs = sorted(ops.state_of(request.app).jobs.values(), key=lambda j: j.started_at, reverse=True)
     generation = await ops.active_generation(_rt(request).settings)
@@ -398,7 +406,7 @@ def graph_layout(facts: list[dict[str, Any]], paths: list[dict[str, Any]], size:
     }
 
 
-@fragments.post("/playground", response_class=HTMLResponse)
+@fragments.post("/playground", **HTML)
 async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) -> HTMLResponse:
     """``retrieve_context`` as the viewer given in the form, rendered with its diagnostics."""
     from retriever.rpc import error_status
@@ -438,7 +446,7 @@ async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) 
     )
 
 
-@fragments.post("/why-not", response_class=HTMLResponse)
+@fragments.post("/why-not", **HTML)
 async def why_not_fragment(request: Request, _: Admin, body: PlaygroundForm) -> HTMLResponse:
     if not body.external_id:
         raise _unprocessable("external_id", "give the external id of the document")
@@ -456,7 +464,7 @@ async def why_not_fragment(request: Request, _: Admin, body: PlaygroundForm) -> 
     return _fragment("why_not.html", w=result)
 
 
-@fragments.get("/governance", response_class=HTMLResponse)
+@fragments.get("/governance", **HTML)
 async def governance_fragment(
     request: Request, _: Admin, workspace: Annotated[str | None, Query(pattern=WORKSPACE)] = None
 ) -> HTMLResponse:
@@ -466,7 +474,7 @@ async def governance_fragment(
     return _fragment("governance.html", policies=policies, holds=held)
 
 
-@fragments.get("/who-saw", response_class=HTMLResponse)
+@fragments.get("/who-saw", **HTML)
 async def who_saw_fragment(
     request: Request,
     _: Admin,
@@ -502,7 +510,7 @@ async def who_saw_fragment(
     return _fragment("who_saw.html", found=found, external_id=external_id)
 
 
-@fragments.get("/graph", response_class=HTMLResponse)
+@fragments.get("/graph", **HTML)
 async def graph_fragment(
     request: Request,
     _: Admin,
