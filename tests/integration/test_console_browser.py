@@ -34,7 +34,7 @@ pytestmark = [
         CHROMIUM is None or pw is None,
         reason="no Chromium (run `make browser`: it apt-installs Debian's chromium) or no playwright (dev extra)",
     ),
-    pytest.mark.timeout(240),
+    pytest.mark.timeout(300),
 ]
 
 KEY = "console-test-key"
@@ -377,3 +377,21 @@ async def test_governance_replay_and_graph_pages(stack: Stack, page: Any) -> Non
     card = await page.text_content("#card") or ""
     assert "Principal Engineer" in card
     await shot(page, "graph")
+
+
+async def test_rebuild_from_the_page_switches_the_generation(stack: Stack, page: Any) -> None:
+    """Last in the module: the rebuilt generation becomes the active one (torn down with the test schema)."""
+    from services import generations
+
+    await stack.start_pipeline()
+    await open_unlocked(page, stack, "/console/replay")
+    await page.wait_for_selector("#jobs h2")
+    assert "base" in (await page.text_content("#jobs") or "")
+    await page.get_by_role("button", name="Start rebuild").click()
+    await page.wait_for_selector("#job .job[data-state=done]", timeout=200_000)
+    assert "generation=g1" in (await page.text_content("#job") or "")
+    await page.wait_for_selector("#jobs strong:text-is('g1')")  # the active generation, from the polled list
+    active = await generations.resolve(stack.settings)
+    assert active.generation == "g1" and active.db_schema == f"{stack.settings.db_schema}_g1"
+    docs = await fetchval(active, "SELECT count(*) FROM documents")
+    assert docs == await fetchval(stack.settings, "SELECT count(*) FROM documents")
