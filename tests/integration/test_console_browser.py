@@ -368,6 +368,17 @@ async def test_governance_replay_and_graph_pages(stack: Stack, page: Any) -> Non
         until=lambda n: n >= 2,
         timeout=60,
     )
+    # the playground draws the seed's facts as a small graph (nodes and labelled edges)
+    await open_unlocked(page, stack, "/console/playground")
+    await page.fill("#pg-query", "what is Priya Shah's title")
+    await page.fill("#pg-about", "Priya Shah")
+    await page.fill("#pg-viewer", VIEWER)
+    await page.fill("#pg-groups", TEAM)
+    await page.click("#pg-form button[type=submit]")
+    await page.wait_for_selector("#results svg.graph circle")
+    labels = await page.eval_on_selector_all("#results svg.graph text", "ts => ts.map(t => t.textContent)")
+    assert "Priya Shah" in labels and "has_title" in labels, labels
+    await shot(page, "playground-graph")
     await open_unlocked(page, stack, "/console/graph")
     await page.fill("#gr-id", str(person))
     await page.fill("#gr-viewer", VIEWER)

@@ -351,6 +351,7 @@ class PlaygroundForm(BaseModel):
     as_of: str | None = Field(default=None, max_length=64)
     limit: int = Field(default=10, ge=1, le=50)
     external_id: str | None = Field(default=None, max_length=1000)
+    about: str | None = Field(default=None, max_length=200, description="a graph seed by name")
 
 
 def _as_of(value: str | None) -> datetime | None:
@@ -401,7 +402,10 @@ def graph_layout(facts: list[dict[str, Any]], paths: list[dict[str, Any]], size:
     ]  # fmt: skip
     return {
         "size": size,
-        "nodes": [{"x": pos[n][0], "y": pos[n][1], "name": names[n][:40]} for n in ids],
+        "nodes": [
+            {"x": pos[n][0], "y": pos[n][1], "name": names[n][:40], "anchor": "end" if pos[n][0] > c + 1 else "start"}
+            for n in ids
+        ],
         "edges": drawn,
     }
 
@@ -415,7 +419,12 @@ async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) 
 
     viewer = await _as_viewer(request, body.viewer, body.groups)
     req = ops.with_diagnostics(
-        query=body.query, workspace=body.workspace, mode=body.mode, as_of=_as_of(body.as_of), limit=body.limit
+        query=body.query,
+        workspace=body.workspace,
+        mode=body.mode,
+        as_of=_as_of(body.as_of),
+        limit=body.limit,
+        **({"about": body.about.strip()} if body.about and body.about.strip() else {}),
     )
     try:
         resp = await get_service(_rt(request)).retrieve_context(req, viewer)

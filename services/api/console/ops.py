@@ -41,7 +41,9 @@ from services.viewer import Viewer
 log = logging.getLogger(__name__)
 
 HISTORY_S = 15 * 60
-SAMPLE_EVERY_S = 5.0
+LIVE_S = 2.0  # sampling period while a console is open (polled in the last minute)
+WATCHING_S = 60.0
+IDLE_SAMPLE_S = 10.0  # afterwards, until 15 minutes after the last visit
 CACHE_S = 1.0
 PAYLOAD_CHARS = 4_000
 MAX_JOBS = 50
@@ -59,6 +61,7 @@ class ConsoleState:
     last_at: float = float("-inf")
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     seen_at: float = float("-inf")
+    sampling: bool = False
     jobs: dict[uuid.UUID, Job] = field(default_factory=dict)
     redriven: dict[str, datetime] = field(default_factory=dict)
 
@@ -126,12 +129,17 @@ async def _compute(rt: Runtime) -> dict[str, Any]:
 
 
 async def pipeline_status(app: FastAPI, *, visit: bool = True) -> dict[str, Any]:
-    """The status (at most ``CACHE_S`` old: several open consoles share one computation) plus the lag history."""
+    """The status plus the lag history. While the background sampler runs (it refreshes every ``LIVE_S`` while
+    a console polls) a visit gets its latest sample at once; otherwise one computation at most every ``CACHE_S``
+    (several open consoles share it)."""
     st = state_of(app)
+    fresh_enough = LIVE_S + 1.0 if (visit and st.sampling) else CACHE_S
     if visit:
         st.seen_at = time.monotonic()
+    if st.last is not None and time.monotonic() - st.last_at < fresh_enough:  # no wait for a sample under way
+        return {**st.last, "history": list(st.history)}
     async with st.lock:
-        if st.last is None or time.monotonic() - st.last_at >= CACHE_S:
+        if st.last is None or time.monotonic() - st.last_at >= fresh_enough:
             st.last = await _compute(app.state.runtime)
             st.last_at = time.monotonic()
             lags = {s["stage"]: int(s["lag"]) for s in st.last["stages"] if s["lag"] is not None}
@@ -144,16 +152,27 @@ async def pipeline_status(app: FastAPI, *, visit: bool = True) -> dict[str, Any]
 
 
 async def _sampler(app: FastAPI) -> None:
-    """Keep sampling lag while the console was used in the last 15 minutes (the sparkline goes on filling)."""
+    """Sample every ``LIVE_S`` while a console polls, every ``IDLE_SAMPLE_S`` until 15 minutes after the last
+    visit (the sparkline goes on filling), not at all otherwise."""
     st = state_of(app)
-    while True:
-        await asyncio.sleep(SAMPLE_EVERY_S)
-        if time.monotonic() - st.seen_at > HISTORY_S or time.monotonic() - st.last_at < SAMPLE_EVERY_S:
-            continue
-        try:
-            await pipeline_status(app, visit=False)
-        except Exception as exc:  # a failed sample is skipped; the page shows the failure itself
-            log.debug("console lag sample failed: %s", exc)
+    try:
+        while True:
+            idle = time.monotonic() - st.seen_at
+            st.sampling = idle <= WATCHING_S
+            if idle > HISTORY_S:
+                await asyncio.sleep(LIVE_S)
+                continue
+            wait = (LIVE_S if st.sampling else IDLE_SAMPLE_S) - (time.monotonic() - st.last_at)
+            if wait > 0:
+                await asyncio.sleep(min(wait, LIVE_S))  # re-check soon: a console may open meanwhile
+                continue
+            try:
+                await pipeline_status(app, visit=False)
+            except Exception as exc:  # a failed sample is skipped; the page shows the failure itself
+                st.last_at = time.monotonic()
+                log.debug("console lag sample failed: %s", exc)
+    finally:
+        st.sampling = False
 
 
 @contextlib.asynccontextmanager

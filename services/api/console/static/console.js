@@ -43,16 +43,19 @@
     return { ok: resp.ok, status: resp.status, text: await resp.text() };
   }
 
-  function schedule(el) {
+  // the next poll is due `data-poll` ms after the previous one started (not after it finished)
+  function schedule(el, startedAt) {
     clearTimeout(timers.get(el));
     const every = Number(el.dataset.poll || 0);
     if (every > 0 && apiKey) {
-      timers.set(el, setTimeout(() => { if (el.isConnected) load(el); }, every));
+      const wait = Math.max(200, every - (startedAt === undefined ? 0 : performance.now() - startedAt));
+      timers.set(el, setTimeout(() => { if (el.isConnected) load(el); }, wait));
     }
   }
 
   async function load(el) {
     if (!apiKey || !el.dataset.fragment) return;
+    const startedAt = performance.now();
     el.setAttribute("aria-busy", "true");
     try {
       const r = await request("GET", el.dataset.fragment);
@@ -80,7 +83,7 @@
     } finally {
       el.removeAttribute("aria-busy");
     }
-    schedule(el);
+    schedule(el, startedAt);
   }
 
   function activate(root) {
