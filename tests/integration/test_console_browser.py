@@ -150,7 +150,12 @@ async def test_the_shell_renders_in_chromium_and_no_data_route_works_without_the
         assert shell.status_code == 200 and shell.headers["content-type"].startswith("text/html")
         csp = shell.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp
-        assert (await http.get("/console/static/console.js")).status_code == 200
+        js = await http.get("/console/static/console.js")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        root = await http.get("/console")
+        assert root.status_code == 307 and root.headers["location"] == "/console/pipeline"
+        assert (await http.get("/console/nope")).status_code == 404
+        assert (await http.get("/console/static/app.py")).status_code == 404  # only the two files are served
         for method, path in DATA_ROUTES:
             for headers in ({}, {"X-Api-Key": "wrong"}):
                 r = await http.request(method, path, headers=headers, json={} if method == "POST" else None)
