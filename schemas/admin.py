@@ -338,6 +338,7 @@ class DeadLetterPage(_Strict):
     items: list[DeadLetterItem]
     classes: dict[str, int] = Field(description="dead letters per error class (before the class filter)")
     total: int
+    scanned_all: bool = Field(description="false: more than 5,000 waiting; counts cover the first 5,000")
 
 
 class RedriveRequest(_Strict):

@@ -29,7 +29,7 @@ def test_a_dead_letter_renders_escaped_and_its_redrive_body_stays_json() -> None
         "payload": HOSTILE,
         "payload_truncated": False,
     }
-    page = {"stage": "ingest", "items": [item], "classes": {HOSTILE: 1}, "total": 1}
+    page = {"stage": "ingest", "items": [item], "classes": {HOSTILE: 1}, "total": 1, "scanned_all": True}
     html = env.get_template("fragments/dead_letters.html").render(p=page, error_class=HOSTILE, redriven={})
     assert "<script>" not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -47,6 +47,7 @@ IDLE_SAMPLE_S = 10.0  # afterwards, until 15 minutes after the last visit
 CACHE_S = 1.0
 PAYLOAD_CHARS = 4_000
 MAX_JOBS = 50
+SCAN_LIMIT = 5_000  # dead letters read per listing (topic and Postgres each)
 
 
 # --- pipeline status and the lag ring buffer --------------------------------------------------------------
@@ -234,7 +235,9 @@ async def dead_letter_page(
     from services.ops.dlq import read_dead_letters, read_stored_letters
 
     group = None if include_redriven else redrive_group(settings, stage)
-    letters = await read_dead_letters(settings, stage, group=group) + await read_stored_letters(settings, stage)
+    topic = await read_dead_letters(settings, stage, group=group, limit=SCAN_LIMIT)
+    stored = await read_stored_letters(settings, stage, limit=SCAN_LIMIT)
+    letters = topic + stored
     classes: dict[str, int] = {}
     for letter in letters:
         classes[letter.error_class] = classes.get(letter.error_class, 0) + 1
@@ -258,7 +261,8 @@ async def dead_letter_page(
                 "payload_truncated": cut,
             }
         )
-    return {"stage": stage, "items": items, "classes": classes, "total": len(chosen)}
+    scanned_all = len(topic) < SCAN_LIMIT and len(stored) < SCAN_LIMIT
+    return {"stage": stage, "items": items, "classes": classes, "total": len(chosen), "scanned_all": scanned_all}
 
 
 # --- jobs: redrive, replay, rebuild -----------------------------------------------------------------------
@@ -342,7 +346,7 @@ async def redrive_job(
 ) -> Job:
     from services.ops.dlq import redrive
 
-    page = await dead_letter_page(settings, stage, error_class=error_class, limit=10_000, include_redriven=False)
+    page = await dead_letter_page(settings, stage, error_class=error_class, limit=SCAN_LIMIT, include_redriven=False)
     matching = [i for i in page["items"] if position in (None, i["position"])]
     if position and not matching:
         raise HTTPException(
