@@ -9,7 +9,7 @@ API_HOST ?= 127.0.0.1
 API_PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: help venv models infra env up down logs status test test-unit test-reliability lint typecheck schemas \
+.PHONY: help venv models browser infra env up down logs status test test-unit test-reliability lint typecheck schemas \
         bench bench-ingest bench-retrieve bench-embed bench-pipeline eval eval-locomo demo clean
 
 help:
@@ -22,6 +22,7 @@ help:
 	@echo "  test              unit + integration + short reliability tests against the real stack (CI)"
 	@echo "  test-unit         unit tests only"
 	@echo "  test-reliability  the long fault-under-load and fuzzing suite"
+	@echo "  browser           install Debian's chromium for the console's browser tests (no-op when present)"
 	@echo "  lint              ruff check + format check"
 	@echo "  typecheck         mypy --strict over the packages and tests"
 	@echo "  schemas           export the JSON Schemas of the contracts into schemas/json/"
@@ -56,6 +57,17 @@ venv: $(BIN)/.installed
 models:
 	deploy/models.sh fetch
 
+# Headless Chromium for the console's browser tests (tests/integration/test_console_browser.py, Playwright with
+# executable_path): Debian's package, installed once; a no-op when present. Playwright's own browser download is
+# never used. Where it cannot be installed (not root, no apt) the browser tests skip and say why.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$$ORGMEM_CHROMIUM" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "[make] installing chromium (Debian) for the browser tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	    || echo "[make] chromium could not be installed: the browser tests will be skipped"; \
+	else echo "[make] no chromium and no root apt-get: the browser tests will be skipped"; fi
+
 infra: venv
 	deploy/stack.sh start
 
@@ -76,6 +88,7 @@ up: infra env models
 	@echo "Org Memory is up:"
 	@echo "  API        http://$(API_HOST):$(API_PORT)   (X-Api-Key: see SERVICE_API_KEY in .env)"
 	@echo "  readiness  http://$(API_HOST):$(API_PORT)/readyz"
+	@echo "  console    http://$(API_HOST):$(API_PORT)/console   (operator console; unlock with SERVICE_API_KEY)"
 	@echo "  OpenAPI    http://$(API_HOST):$(API_PORT)/docs"
 	@echo "  AsyncAPI   http://$(API_HOST):$(API_PORT)/asyncapi"
 	@echo "  metrics    http://$(API_HOST):$(API_PORT)/metrics"
@@ -94,7 +107,7 @@ status: venv
 	@deploy/stack.sh status
 	@set -a; [ -f .env ] && source .env; set +a; $(BIN)/orgmem status || true
 
-test: infra models
+test: infra models browser
 	$(BIN)/python -m pytest -m "not (reliability and slow)" $(PYTEST_ARGS)
 
 # the whole reliability suite with long budgets: the fault-under-load tests (marker slow: outages of 20 s under

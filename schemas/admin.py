@@ -276,3 +276,125 @@ class ViewerAccess(_Strict):
     membership_source: str
     query: str | None
     documents: list[ViewerHit]
+
+
+# --- pipeline, dead letters, replay/rebuild jobs, why-not (the operator console's routes) -------------------
+
+Stage = str
+JobKind = Literal["redrive", "replay", "rebuild"]
+JobState = Literal["running", "done", "failed"]
+
+
+class LagSample(_Strict):
+    at: datetime
+    lag: dict[str, int] = Field(description="consumer lag per stage at that time")
+
+
+class PausedStage(_Strict):
+    stage: str
+    down: list[str] = Field(description="the dependencies the stage waits for (object store, a vendor, ...)")
+    detail: dict[str, str]
+    paused_for_s: float
+
+
+class BudgetUse(_Strict):
+    workspace: str
+    model: str
+    daily_tokens: int
+    tokens_today: int
+    ratio: float
+    level: Literal["warning", "exhausted"] | None
+
+
+class PipelineStatus(_Strict):
+    checked_at: datetime
+    generation: str = Field(description="the active projection generation ('' = the base schema)")
+    db_schema: str
+    stages: list[StageHealth]
+    history: list[LagSample] = Field(description="lag samples kept by this API process, oldest first (<= 15 min)")
+    infrastructure: list[InfraCheck] = Field(description="the /readyz checks")
+    paused: list[PausedStage] = Field(description="stages of this process waiting out a dependency outage")
+    budgets: list[BudgetUse] = Field(description="spend today against each daily budget")
+
+
+class DeadLetterItem(_Strict):
+    stage: str
+    position: str = Field(description="the dead letter's own topic:partition:offset (redrive one by it)")
+    key: str
+    error_class: str
+    error_field: str | None
+    message: str
+    original: str = Field(description="original topic:partition:offset")
+    failed_at: str | None
+    stored_in: Literal["topic", "postgres"]
+    payload: str = Field(description="the original value, pretty-printed when JSON, cut at 4,000 characters")
+    payload_truncated: bool
+
+
+class DeadLetterPage(_Strict):
+    stage: str
+    items: list[DeadLetterItem]
+    classes: dict[str, int] = Field(description="dead letters per error class (before the class filter)")
+    total: int
+    scanned_all: bool = Field(description="false: more than 5,000 waiting; counts cover the first 5,000")
+
+
+class RedriveRequest(_Strict):
+    error_class: str | None = Field(default=None, max_length=200, description="only this error class")
+    position: str | None = Field(
+        default=None, max_length=400, pattern=r"^[^\s]+:\d+:\d+$", description="only this dead letter"
+    )
+    dry_run: bool = False
+
+
+class ReplayRequest(_Strict):
+    stage: str = Field(pattern=r"^[a-z_]{1,40}$")
+    start: str = Field(
+        default="earliest",
+        alias="from",
+        max_length=64,
+        description="'earliest' or a timezone-aware ISO time",
+    )
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Job(_Strict):
+    id: uuid.UUID
+    kind: JobKind
+    stage: str | None
+    state: JobState
+    done: int = Field(description="records (replay, redrive) or envelopes (rebuild) handled so far")
+    total: int | None = Field(description="what there is to do, from the lag when the job started")
+    started_at: datetime
+    finished_at: datetime | None
+    detail: dict[str, str | int | float | None] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class WhyNotStep(_Strict):
+    step: str
+    ok: bool
+    detail: str
+
+
+class WhyNotArm(_Strict):
+    arm: str
+    rank: int | None = Field(description="best rank of one of the document's chunks in that arm alone (top 50)")
+
+
+class WhyNot(_Strict):
+    external_id: str
+    workspace: str
+    document_id: uuid.UUID | None
+    title: str | None
+    viewer: list[str] = Field(description="the viewer's principals, groups expanded")
+    visible: bool = Field(description="the viewer may see the document at as_of")
+    visible_since: datetime | None = Field(description="start of the uninterrupted grant that covers as_of")
+    arms: list[WhyNotArm]
+    fused_rank: int | None = Field(description="rank after fusion, boosts and dedup in a 50-deep run")
+    returned_rank: int | None = Field(description="rank among the passages of the query as asked")
+    dropped_by: str = Field(
+        description="not_found | deleted | acl | time | no_arm | limit | floor | duplicate | packing | returned"
+    )
+    steps: list[WhyNotStep]

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request, Response
 
 from services.api import (
     admin,
+    console,
     consolidations,
     errors,
     graph,
@@ -54,7 +55,8 @@ def create_app(rt: Runtime) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with mcp_server.session_manager.run():  # the MCP transport's sessions live in the host app
+        # the MCP transport's sessions and the console's background work (lag sampler, jobs) live in the host app
+        async with mcp_server.session_manager.run(), console.ops.running(app):
             yield
 
     docs = rt.settings.api_docs_mode()  # API_DOCS: public | keyed (X-Api-Key, checked at the door) | off
@@ -99,6 +101,7 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(worldbuilder.router, responses=errors.responses(404))
     app.include_router(procedures.router, responses=errors.responses(403, 404))
     app.include_router(taxonomy.router, responses=errors.responses(403, 404, 409))
+    console.install(app)
     openapi.install(app)
     # outermost: authenticate and bound the body before anything reads it
     app.add_middleware(

@@ -129,13 +129,19 @@ async def read_stored_letters(settings: Settings, stage: str, *, limit: int | No
 
 
 async def redrive_stored(
-    settings: Settings, stage: str, producer: AIOKafkaProducer, *, error_class: str | None, dry_run: bool
+    settings: Settings,
+    stage: str,
+    producer: AIOKafkaProducer,
+    *,
+    error_class: str | None,
+    dry_run: bool,
+    position: str | None = None,
 ) -> int:
     conn = await _connect(settings)
     sent = 0
     try:
         for letter in [_stored_letter(r) for r in await stored_letters(conn, stage)]:
-            if error_class and letter.error_class != error_class:
+            if (error_class and letter.error_class != error_class) or (position and letter.record.position != position):
                 continue
             r = letter.record
             headers = [(k[len("x-orig-") :], v) for k, v in r.headers if k.startswith("x-orig-")]
@@ -156,8 +162,16 @@ async def redrive_stored(
         await conn.close()
 
 
-async def redrive(settings: Settings, stage: str, *, error_class: str | None = None, dry_run: bool = False) -> int:
-    """Re-produce dead letters (topic and Postgres-stored) to their original topics; returns how many."""
+async def redrive(
+    settings: Settings,
+    stage: str,
+    *,
+    error_class: str | None = None,
+    dry_run: bool = False,
+    position: str | None = None,
+) -> int:
+    """Re-produce dead letters (topic and Postgres-stored) to their original topics; returns how many.
+    ``position`` (a dead letter's ``topic:partition:offset``) redrives that one only, like a class filter."""
     group = f"{settings.group_prefix}om-dlq-redrive-{stage}"
     topic = dlq_topic(settings, stage)
     consumer = AIOKafkaConsumer(
@@ -193,7 +207,9 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
                 for rec in from_consumer_records(msgs):
                     letter = DeadLetter(rec)
                     original = rec.header("x-dlq-original-topic")
-                    if (error_class and letter.error_class != error_class) or not original:
+                    other = position is not None and rec.position != position
+                    skip = (error_class and letter.error_class != error_class) or other
+                    if skip or not original:
                         held.add(tp)  # skipped: progress in this partition stops here, a later redrive sees it
                         continue
                     headers = [(k[len("x-orig-") :], v) for k, v in rec.headers if k.startswith("x-orig-")]
@@ -205,7 +221,9 @@ async def redrive(settings: Settings, stage: str, *, error_class: str | None = N
                         commit_at[tp] = rec.offset + 1
             if not dry_run and commit_at:
                 await consumer.commit(dict(commit_at))
-        return sent + await redrive_stored(settings, stage, producer, error_class=error_class, dry_run=dry_run)
+        return sent + await redrive_stored(
+            settings, stage, producer, error_class=error_class, dry_run=dry_run, position=position
+        )
     finally:
         await producer.stop()
         await stop_consumer(consumer)
