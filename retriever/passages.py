@@ -29,7 +29,6 @@ from services.ports import Embedder, Reranker
 from services.viewer import Principals
 
 T = TypeVar("T")
-LEXEME_STATS_TTL_S = 300.0
 
 
 @dataclass
@@ -61,20 +60,12 @@ class PassageSearcher:
         self.ef_search = ef_search
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
-        self._lexemes: tuple[float, sql.LexemeStats | None] | None = None
 
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
             async with self.pool.acquire() as conn:
                 self._pgvector = await sql.pgvector_version(conn)
         return self._pgvector
-
-    async def lexeme_stats(self, conn: asyncpg.Connection) -> sql.LexemeStats | None:
-        """The planner's lexeme statistics, re-read at most every ``LEXEME_STATS_TTL_S`` seconds."""
-        now = time.monotonic()
-        if self._lexemes is None or now - self._lexemes[0] > LEXEME_STATS_TTL_S:
-            self._lexemes = (now, await sql.lexeme_stats(conn))
-        return self._lexemes[1]
 
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
         start, wall = time.perf_counter(), time.time()
@@ -117,15 +108,17 @@ class PassageSearcher:
             return sql.DenseResult([], "no_embedder")
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
-            stats = await self.lexeme_stats(conn)
-            # the estimate ignores filters (sources, kinds, dates, people): with any of them the probe counts
-            estimate = stats.visible(scope.viewer) if stats is not None and not sql.filtered(scope) else None
+            # the exact visible count (maintained, migration 0015) ignores filters (sources, kinds, dates,
+            # people): with any of them the probe counts
+            estimate = None if sql.filtered(scope) else (await sql.lexeme_counts(conn, scope, [])).visible_rows
             return await sql.dense_arm(conn, scope, vector, cfg, k, estimate)
 
     async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
         arm = sql.lexical_arm_prf if prf else sql.lexical_arm
         async with self.pool.acquire() as conn:
-            return await arm(conn, scope, query, k, await self.lexeme_stats(conn))
+            # exact maintained counts, read per query: never the planner's statistics, which change when
+            # ANALYZE runs (issue 26)
+            return await arm(conn, scope, query, k, maintained=True)
 
     async def _fetch(self, scope: sql.SearchScope, ids: Sequence[str]) -> dict[str, sql.ChunkRow]:
         async with self.pool.acquire() as conn:
