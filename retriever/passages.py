@@ -9,7 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -29,6 +29,22 @@ from services.ports import Embedder, Reranker
 from services.viewer import Principals
 
 T = TypeVar("T")
+
+
+def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | None:
+    """``axes`` without the passage bounds the temporal planner added (``as_of``, a window's dates), the plan's
+    period as the boost instead; None when the planner bounded nothing (the host's own bounds are kept)."""
+    if axes.source != "planner" or axes.plan is None:
+        return None
+    if axes.as_of is None and axes.date_from == filters.date_from and axes.date_to == filters.date_to:
+        return None
+    plan = axes.plan
+    span = axes.boost_range
+    if span is None and plan.range_start is not None and plan.range_end is not None:
+        span = (plan.range_start, plan.range_end)
+    if span is None and plan.anchor is not None:
+        span = plan.anchor
+    return replace(axes, as_of=None, date_from=filters.date_from, date_to=filters.date_to, boost_range=span)
 
 
 @dataclass
@@ -131,6 +147,56 @@ class PassageSearcher:
             return await relational_arm(conn, workspace=scope.workspace, viewer=scope.viewer, query=query)
 
     async def search(
+        self,
+        *,
+        query: str,
+        workspace: str,
+        filters: PassageFilters,
+        limit: int,
+        arms: str,
+        viewer: Principals,
+        own: Sequence[str],
+        axes: TimeAxes,
+        now: datetime,
+        author_ids: tuple[uuid.UUID, ...] | None = None,
+        participant_ids: tuple[uuid.UUID, ...] | None = None,
+    ) -> PassageSearch:
+        """:meth:`search_once`; when a date the planner read from the query (never the host's filters) leaves
+        no passage, once more without it, the date's period only boosting (``temporal_relaxed``): a typed
+        date is a hint, and a hard cut-off that empties the answer throws the evidence away (issue 26)."""
+        found = await self.search_once(
+            query=query,
+            workspace=workspace,
+            filters=filters,
+            limit=limit,
+            arms=arms,
+            viewer=viewer,
+            own=own,
+            axes=axes,
+            now=now,
+            author_ids=author_ids,
+            participant_ids=participant_ids,
+        )
+        relaxed = relax_planner_bounds(axes, filters)
+        if found.ranked or relaxed is None:
+            return found
+        again = await self.search_once(
+            query=query,
+            workspace=workspace,
+            filters=filters,
+            limit=limit,
+            arms=arms,
+            viewer=viewer,
+            own=own,
+            axes=relaxed,
+            now=now,
+            author_ids=author_ids,
+            participant_ids=participant_ids,
+        )
+        again.diagnostics["temporal_relaxed"] = True
+        return again
+
+    async def search_once(
         self,
         *,
         query: str,
