@@ -21,8 +21,10 @@ Pipeline of :func:`fuse_and_rank`, in order:
    division 0.75, org 0.6, other 0.6); times ``date_boost`` (1.3) for a hit whose ``event_time`` lies in the
    query's ``boost_range`` (a date that says which document is meant: a soft boost, never a filter).
 3. **Floor-gated bounded cascade**: ``floor = 0.6 × max(post-tier score)``, computed once. Only
-   hits with ``score >= floor`` are multiplied by recency ∈ [1.0, 1.4], access ∈ [1.0, 1.6]
-   and a flat 1.25 title match; hits below the floor keep their post-tier score.
+   hits with ``score >= floor`` are multiplied by recency ∈ [1.0, 1.4] and a flat 1.25 title match; hits below
+   the floor keep their post-tier score. The access boost ∈ [1.0, 1.6] (of decayed usage, ``retriever/access.py``)
+   comes last and is bounded by the better matches: it lifts a hit at most to the score of the hit ranked before
+   it and only reorders equal scores (:func:`_with_usage`), so usage never beats a better match.
 4. **Content dedup**: one hit per ``content_hash``, the highest-scoring one survives.
 5. **Autocut** at the largest score gap (see :func:`autocut_index`), never below ``keep_at_least`` (the
    caller's requested limit: a multi-evidence question keeps its later hits; the token budget trims them).
@@ -90,7 +92,8 @@ class Hit:
     text: str
     event_time: datetime
     scope: str
-    access_count: int = 0
+    access_count: float = 0
+    """Decayed usage: accesses, each halved every ``ACCESS_HALF_LIFE_DAYS`` since (``retriever/access.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +308,7 @@ def recency_multiplier(age: float, half_life_days: float = 30.0, max_factor: flo
     return min(max_factor, max(1.0, 1.0 + bonus))
 
 
-def access_multiplier(access_count: int, saturation: int = 100, max_factor: float = 1.6) -> float:
+def access_multiplier(access_count: float, saturation: int = 100, max_factor: float = 1.6) -> float:
     """``1 + (max - 1) × min(1, ln(1 + n) / ln(1 + saturation))``: 1.0 at n ≤ 0, 1.6 at n ≥ 100.
 
     Example: n = 9 → 1 + 0.6 × ln 10 / ln 101 ≈ 1.2993.
@@ -392,6 +395,27 @@ def _rescored(rh: RankedHit, score: float, boosts: Mapping[str, float]) -> Ranke
     return RankedHit(rh.hit, score, rh.fused, rh.arm_ranks, MappingProxyType(dict(boosts)))
 
 
+def _with_usage(ranked: Sequence[RankedHit], usage: Mapping[str, float]) -> list[RankedHit]:
+    """The access boost, bounded by the better matches: ``ranked`` (best first, without it) keeps its order
+    except among equal scores, where the more used hit goes first; a used hit's score is lifted by its factor
+    but never above the hit ranked before it. Usage alone never moves a passage past a better-matching one
+    (issue 26: one viewer's queries must not reorder the next viewer's results)."""
+    if not usage:
+        return list(ranked)
+    order = sorted(ranked, key=lambda rh: (-rh.score, -usage.get(rh.hit.chunk_id, 1.0), rh.hit.chunk_id))
+    out: list[RankedHit] = []
+    prev_match, prev_score = math.inf, math.inf
+    for rh in order:
+        # strictly below a better match (a later re-sort by score cannot swap them), at most equal to an equal one
+        cap = prev_score if rh.score >= prev_match else math.nextafter(prev_score, -math.inf)
+        score = max(rh.score, min(rh.score * usage.get(rh.hit.chunk_id, 1.0), cap))
+        prev_match, prev_score = rh.score, score
+        if score > rh.score:
+            rh = _rescored(rh, score, {**rh.boosts, "access": score / rh.score})
+        out.append(rh)
+    return out
+
+
 def fuse_and_rank(
     arms: Mapping[str, Sequence[str]],
     hits_by_id: Mapping[str, Hit],
@@ -436,6 +460,7 @@ def fuse_and_rank(
 
     floor = floor_threshold((rh.score for rh in ranked), config.floor_ratio) if config.cascade else None
     below_floor: list[str] = []
+    usage: dict[str, float] = {}
     if floor is not None:
         terms = content_terms(query)
         boosted: list[RankedHit] = []
@@ -444,11 +469,13 @@ def fuse_and_rank(
                 below_floor.append(rh.hit.chunk_id)
             else:
                 factors = cascade_factors(rh.hit, terms, now, config)
+                if "access" in factors:
+                    usage[rh.hit.chunk_id] = factors.pop("access")
                 score = rh.score * math.prod(factors.values())
                 rh = _rescored(rh, score, {**rh.boosts, **factors})
             boosted.append(rh)
         ranked = boosted
-    ranked = _sort(ranked)
+    ranked = _with_usage(_sort(ranked), usage)
 
     dropped: list[tuple[str, str]] = []
     if config.dedup:

@@ -29,6 +29,7 @@ from typing import Any
 
 import asyncpg
 
+from retriever.access import decayed_weight_sql
 from services.db.vectors import sql_literal, vector_expr
 from services.viewer import Principals
 
@@ -516,7 +517,8 @@ class ChunkRow:
     parent_text: str | None
     event_time: datetime
     principals: tuple[str, ...]
-    access_count: int
+    access_count: float
+    """Decayed usage (``retriever/access.py``), not the plain total."""
     kind: str
     source_system: str
     external_id: str
@@ -532,7 +534,7 @@ async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequen
     scope_where(scope, "c", w)
     rows = await conn.fetch(
         "SELECT c.id, c.document_id, c.content_hash, c.title, c.text, p.text AS parent_text, c.event_time,"
-        " c.principals, c.access_count, c.kind, c.source_system, d.external_id, d.url"
+        f" c.principals, {decayed_weight_sql()} AS access_count, c.kind, c.source_system, d.external_id, d.url"
         " FROM chunks c JOIN documents d ON d.id = c.document_id LEFT JOIN chunks p ON p.id = c.parent_id"
         f" WHERE c.id = ANY({id_arg}) AND {w.sql()}",
         *w.params,

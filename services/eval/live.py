@@ -130,8 +130,11 @@ async def run_live(
         else:
             produced = await _load(settings, dataset, workspace, limit_events, progress, loader_context)
         ingest_seconds = time.perf_counter() - began
+        service = get_service(rt)
+        # usage frozen: each arm's queries would otherwise raise the access boost of what the next one ranks
+        service.access.frozen = True
         return await _query_all(
-            get_service(rt),
+            service,
             dataset,
             workspace,
             arms,

@@ -73,3 +73,9 @@ CREATE TRIGGER chunk_counts_update AFTER UPDATE OF workspace, principals, tsv ON
     EXECUTE FUNCTION chunk_counts_sync();
 CREATE TRIGGER chunk_counts_delete AFTER DELETE ON chunk_lexemes
     FOR EACH ROW EXECUTE FUNCTION chunk_counts_sync();
+
+-- The access boost's usage, decayed (issue 26: "bounded, decayed"): access_weight is the number of accesses, each
+-- halved every ACCESS_HALF_LIFE_DAYS (retriever/access.py) up to accessed_at, when it was last written; readers
+-- decay it on to their own now(). access_count stays the plain total. Existing counts start decaying now.
+ALTER TABLE chunks ADD COLUMN access_weight double precision NOT NULL DEFAULT 0, ADD COLUMN accessed_at timestamptz;
+UPDATE chunks SET access_weight = access_count, accessed_at = now() WHERE access_count > 0;

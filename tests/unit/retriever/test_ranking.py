@@ -475,3 +475,37 @@ def test_default_pipeline_is_cc_with_cascade_and_autocut() -> None:
 def test_unknown_fusion_rejected() -> None:
     with pytest.raises(ValueError, match="fusion"):
         RankConfig(fusion="borda")
+
+
+# ---------------------------------------------------------------- access: bounded, never past a better match
+
+
+def test_usage_never_lifts_a_hit_past_a_better_match() -> None:
+    # "zeta" matches better (lexical 1.0 vs 0.9); "alpha" has been returned a thousand times and would win an
+    # id tie-break
+    hits = {"zeta": hit("zeta", age=5), "alpha": hit("alpha", age=5, access=1000)}
+    scores = {"zeta": 1.0, "alpha": 0.9}
+    res = fuse_and_rank({"lexical": ["zeta", "alpha"]}, hits, "x", NOW, arm_scores={"lexical": scores})
+    assert ids(res.hits) == ["zeta", "alpha"]
+    better, used = res.hits
+    assert used.score < better.score
+    assert 1.0 < used.boosts["access"] <= 1.6  # lifted up to the better match's score, no further
+    assert used.score == pytest.approx(better.score)
+    assert sorted(res.hits, key=lambda rh: (-rh.score, rh.hit.chunk_id)) == list(res.hits)  # a re-sort agrees
+
+
+def test_usage_breaks_a_tie_between_equal_matches() -> None:
+    hits = {"a": hit("a", age=5), "b": hit("b", age=5, access=10)}
+    res = fuse_and_rank({"lexical": ["a", "b"]}, hits, "x", NOW, arm_scores={"lexical": {"a": 1.0, "b": 1.0}})
+    assert ids(res.hits) == ["b", "a"]
+
+
+def test_usage_cannot_reorder_any_two_hits_of_different_match() -> None:
+    hits = {f"h{i:02d}": hit(f"h{i:02d}", age=i, access=(i * 37) % 500) for i in range(30)}
+    order = sorted(hits)
+    scores = {cid: 1.0 - i / 100 for i, cid in enumerate(order)}
+    config = replace(DEFAULT, autocut=False)
+    with_usage = fuse_and_rank({"lexical": order}, hits, "x", NOW, config, arm_scores={"lexical": scores})
+    unused = {cid: replace(h, access_count=0) for cid, h in hits.items()}
+    without = fuse_and_rank({"lexical": order}, unused, "x", NOW, config, arm_scores={"lexical": scores})
+    assert ids(with_usage.hits) == ids(without.hits)
