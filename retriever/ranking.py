@@ -66,6 +66,12 @@ STOPWORDS: frozenset[str] = frozenset(
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
+FILLERS: frozenset[str] = frozenset(
+    """haha hahaha lol lmao yes yeah yep yup no nope ok okay oh ohh hmm wow omg cool great nice sure hey hi
+    hello thanks thank awesome amazing totally really definitely absolutely true right good glad love""".split()  # noqa: SIM905
+)
+"""Chat fillers: not information when counting a passage's content terms (the low-information prior)."""
+
 
 def tokens(text: str) -> list[str]:
     """Lower-cased alphanumeric tokens of ``text`` (apostrophes and punctuation split tokens)."""
@@ -135,6 +141,19 @@ class RankConfig:
     decay_half_life_days: float | None = None
     decay_min: float = 0.5
     date_boost: float = 1.3
+    doc_repeat: float = 1.0
+    """Per-document diversity: each further passage of a document already ranked is multiplied by this (1.0 =
+    off). Passages of one long abstract took 3 of 10 slots on a document corpus (issue 26)."""
+    boilerplate_weight: float = 0.0
+    """Near-duplicate prior: a passage whose text (normalised tokens) appears in ``n >= 2`` documents among the
+    candidates is multiplied by ``max(boilerplate_min, 1 - weight × ln n)`` (0 = off): a footer or template line
+    repeated across documents matched many questions first."""
+    boilerplate_min: float = 0.5
+    low_info_terms: int = 0
+    """Low-information prior: a passage with ``n`` < this many distinct content terms (:func:`content_terms`, chat
+    :data:`FILLERS` not counted) is
+    multiplied by ``low_info_min + (1 - low_info_min) × n / low_info_terms`` (0 = off): "haha yes!"."""
+    low_info_min: float = 0.7
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -159,10 +178,15 @@ class RankConfig:
             raise ValueError(f"date_boost must be >= 1.0, got {self.date_boost}")
         if not 0.0 <= self.decay_min <= 1.0:
             raise ValueError(f"decay_min must be in [0, 1], got {self.decay_min}")
+        if not 0.0 < self.doc_repeat <= 1.0 or self.boilerplate_weight < 0 or self.low_info_terms < 0:
+            raise ValueError("doc_repeat must be in (0, 1], boilerplate_weight and low_info_terms >= 0")
+        if not 0.0 < self.boilerplate_min <= 1.0 or not 0.0 < self.low_info_min <= 1.0:
+            raise ValueError("boilerplate_min and low_info_min must be in (0, 1]")
 
 
-DEFAULT = RankConfig()
-"""The product: CC of lexical 0.7 / dense 0.3 / relational 0.5, full cascade, dedup, autocut, no decay."""
+DEFAULT = RankConfig(doc_repeat=0.75, boilerplate_weight=0.15, low_info_terms=3)
+"""The product: CC of lexical 0.7 / dense 0.3 / relational 0.5, content priors (boilerplate, low information),
+full cascade, dedup, per-document diversity, autocut, no decay."""
 LEXICAL_ONLY = RankConfig(fusion="rrf", arm_weights=MappingProxyType({"lexical": 1.0}))
 """BM25-style baseline: only the lexical arm, in its own order; the rest of the pipeline is unchanged."""
 DENSE_ONLY = RankConfig(fusion="rrf", arm_weights=MappingProxyType({"dense": 1.0}))
@@ -395,6 +419,42 @@ def _rescored(rh: RankedHit, score: float, boosts: Mapping[str, float]) -> Ranke
     return RankedHit(rh.hit, score, rh.fused, rh.arm_ranks, MappingProxyType(dict(boosts)))
 
 
+def content_priors(hits: Mapping[str, Hit], config: RankConfig) -> dict[str, dict[str, float]]:
+    """The near-duplicate (``boilerplate``) and ``low_info`` factors of every candidate, factors of 1.0 omitted."""
+    out: dict[str, dict[str, float]] = {cid: {} for cid in hits}
+    if config.boilerplate_weight > 0:
+        docs: dict[str, set[str]] = {}
+        keys = {cid: " ".join(tokens(h.text)) for cid, h in hits.items()}
+        for cid, key in keys.items():
+            docs.setdefault(key, set()).add(hits[cid].document_id)
+        for cid, key in keys.items():
+            n = len(docs[key])
+            if n >= 2 and key:
+                out[cid]["boilerplate"] = max(config.boilerplate_min, 1.0 - config.boilerplate_weight * math.log(n))
+    if config.low_info_terms > 0:
+        for cid, h in hits.items():
+            n = sum(1 for t in content_terms(h.text) if t not in FILLERS)
+            if n < config.low_info_terms:
+                out[cid]["low_info"] = config.low_info_min + (1.0 - config.low_info_min) * n / config.low_info_terms
+    return out
+
+
+def diversify(ranked: Sequence[RankedHit], factor: float) -> list[RankedHit]:
+    """Each further passage of a document already ranked above it times ``factor`` per earlier one, re-sorted."""
+    if factor >= 1.0:
+        return list(ranked)
+    seen: dict[str, int] = {}
+    out: list[RankedHit] = []
+    for rh in ranked:
+        n = seen.get(rh.hit.document_id, 0)
+        seen[rh.hit.document_id] = n + 1
+        if n:
+            f = factor**n
+            rh = _rescored(rh, rh.score * f, {**rh.boosts, "doc_repeat": f})
+        out.append(rh)
+    return _sort(out)
+
+
 def _with_usage(ranked: Sequence[RankedHit], usage: Mapping[str, float]) -> list[RankedHit]:
     """The access boost, bounded by the better matches: ``ranked`` (best first, without it) keeps its order
     except among equal scores, where the more used hit goes first; a used hit's score is lifted by its factor
@@ -439,13 +499,14 @@ def fuse_and_rank(
         raise ValueError("now must be timezone-aware")
     fused = fuse(arms, arm_scores, config)
     missing = [cid for cid in fused.order if cid not in hits_by_id]
+    priors = content_priors({cid: hits_by_id[cid] for cid in fused.order if cid in hits_by_id}, config)
     ranked: list[RankedHit] = []
     for cid in fused.order:
         hit = hits_by_id.get(cid)
         if hit is None:
             continue
         tier = tier_multiplier(hit.scope, config.tier_boost)
-        boosts = {"tier": tier}
+        boosts = {"tier": tier, **priors[cid]}
         if boost_range is not None and boost_range[0] <= hit.event_time < boost_range[1]:
             boosts["date"] = config.date_boost
         ranked.append(
@@ -480,6 +541,7 @@ def fuse_and_rank(
     dropped: list[tuple[str, str]] = []
     if config.dedup:
         ranked, dropped = dedup_by_content(ranked)
+    ranked = diversify(ranked, config.doc_repeat)
 
     cut: int | None = None
     if config.autocut:

@@ -32,7 +32,16 @@ from retriever.ranking import (
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
 # the seed's pipeline (RRF 1:1, autocut at a 20 % gap): the hand-computed cascade/autocut cases use it
-RRF = replace(DEFAULT, fusion="rrf", arm_weights=RRF_WEIGHTS, autocut_min_gap=0.2)
+# the pipeline's other steps, without the content priors and diversity (tested on their own below)
+RRF = replace(
+    DEFAULT,
+    fusion="rrf",
+    arm_weights=RRF_WEIGHTS,
+    autocut_min_gap=0.2,
+    doc_repeat=1.0,
+    boilerplate_weight=0.0,
+    low_info_terms=0,
+)
 
 
 def hit(
@@ -509,3 +518,58 @@ def test_usage_cannot_reorder_any_two_hits_of_different_match() -> None:
     unused = {cid: replace(h, access_count=0) for cid, h in hits.items()}
     without = fuse_and_rank({"lexical": order}, unused, "x", NOW, config, arm_scores={"lexical": scores})
     assert ids(with_usage.hits) == ids(without.hits)
+
+
+# ---------------------------------------- priors: per-document diversity, boilerplate, low information
+
+
+def doc_hit(cid: str, doc: str, text: str = "a long enough passage about the kiln glaze schedule") -> Hit:
+    return replace(hit(cid, age=5, text=text), document_id=doc)
+
+
+def test_further_passages_of_one_document_make_room_for_other_documents() -> None:
+    hits = {
+        "a1": doc_hit("a1", "A"),
+        "a2": doc_hit("a2", "A"),
+        "a3": doc_hit("a3", "A"),
+        "b1": doc_hit("b1", "B"),
+        "c1": doc_hit("c1", "C"),
+    }
+    scores = {"a1": 1.0, "a2": 0.95, "a3": 0.9, "b1": 0.85, "c1": 0.8}
+    arms = {"lexical": list(scores)}
+    config = replace(DEFAULT, autocut=False, cascade=False)
+    res = fuse_and_rank(arms, hits, "x", NOW, config, arm_scores={"lexical": scores})
+    assert ids(res.hits) == ["a1", "b1", "c1", "a2", "a3"]
+    assert res.hits[3].boosts["doc_repeat"] == pytest.approx(config.doc_repeat)
+    assert res.hits[4].boosts["doc_repeat"] == pytest.approx(config.doc_repeat**2)
+    off = fuse_and_rank(arms, hits, "x", NOW, replace(config, doc_repeat=1.0), arm_scores={"lexical": scores})
+    assert ids(off.hits) == list(scores)
+
+
+def test_a_line_repeated_across_documents_yields_to_a_specific_passage() -> None:
+    boiler = "This message and any attachments are confidential; the kiln schedule is subject to change."
+    hits = {f"x{i}": doc_hit(f"x{i}", f"D{i}", boiler) for i in range(6)}
+    hits["s"] = doc_hit("s", "S", "The kiln schedule moved to Thursday after the glaze firing test")
+    scores = {**{f"x{i}": 1.0 for i in range(6)}, "s": 0.85}
+    config = replace(DEFAULT, autocut=False, cascade=False)
+    res = fuse_and_rank({"lexical": list(scores)}, hits, "kiln schedule", NOW, config, arm_scores={"lexical": scores})
+    assert ids(res.hits)[0] == "s"
+    assert res.hits[1].boosts["boilerplate"] < 1.0
+
+
+def test_a_short_generic_line_yields_to_an_informative_one() -> None:
+    hits = {
+        "g": doc_hit("g", "G", "haha yes!"),
+        "i": doc_hit("i", "I", "yes, I went to the pottery fair with my kids"),
+    }
+    scores = {"g": 1.0, "i": 0.8}
+    config = replace(DEFAULT, autocut=False, cascade=False)
+    res = fuse_and_rank({"lexical": ["g", "i"]}, hits, "pottery yes", NOW, config, arm_scores={"lexical": scores})
+    assert ids(res.hits) == ["i", "g"]
+    assert res.hits[1].boosts["low_info"] < 1.0
+    assert "low_info" not in res.hits[0].boosts
+
+
+def test_the_baselines_have_no_priors() -> None:
+    for config in (LEXICAL_ONLY, DENSE_ONLY, RRF_ONLY):
+        assert (config.doc_repeat, config.boilerplate_weight, config.low_info_terms) == (1.0, 0.0, 0)
