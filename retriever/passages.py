@@ -32,9 +32,11 @@ T = TypeVar("T")
 
 
 def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | None:
-    """``axes`` without the passage bounds the temporal planner added (``as_of``, a window's dates), the plan's
-    period as the boost instead; None when the planner bounded nothing (the host's own bounds are kept)."""
-    if axes.source != "planner" or axes.plan is None:
+    """``axes`` without the passage bounds the temporal planner added (a state question's ``as_of``, a window's
+    dates), the plan's period as the boost instead; None when the planner bounded nothing (the host's own bounds
+    are kept) or the query said ``as of A`` explicitly (a point in time: an empty answer is the answer)."""
+    if axes.source != "planner" or axes.plan is None or axes.plan.kind == "point":
+        # an explicit "as of A" asks for the state at A: nothing then is the answer, later passages are not
         return None
     if axes.as_of is None and axes.date_from == filters.date_from and axes.date_to == filters.date_to:
         return None

@@ -1,6 +1,6 @@
-"""A date the planner read from the question never empties the answer (issue 26): when its window or
-``as_of`` leaves no passage, the search runs again without it and the date only boosts. A host's own date
-filters stay hard."""
+"""A date the planner read from the question never empties the answer (issue 26): when its window or a state
+question's ``as_of`` leaves no passage, the search runs again without it and the date only boosts. A host's own
+date filters and an explicit "as of A" stay hard."""
 
 from __future__ import annotations
 
@@ -49,13 +49,15 @@ async def test_a_planner_window_that_matches_nothing_is_relaxed_to_a_boost(setti
     for query in (
         "what did Melanie paint after March 16, 2025?",  # window (since)
         "What was Melanie painting on 16.03.2022?",  # a state question: as_of
-        "what did Melanie paint as of March 2022",  # point
         "what did Melanie paint between 01.01.2025 and 10.01.2025",
     ):
         found = await search(query, PassageFilters())
         assert found.ranked, query
         assert found.diagnostics["temporal_relaxed"] is True, query
         assert found.ranked[0].hit.text == "Melanie painted a lake at sunrise"
+    # an explicit "as of A" is the state at A: nothing then is the answer (no relaxing)
+    point = await search("what did Melanie paint as of March 2022", PassageFilters())
+    assert point.ranked == [] and "temporal_relaxed" not in point.diagnostics
     # a window that holds passages is kept as a filter
     kept = await search("what did Melanie paint after March 16, 2024?", PassageFilters())
     assert kept.ranked and "temporal_relaxed" not in kept.diagnostics
