@@ -75,7 +75,20 @@ def _weights(lexical: float, dense: float) -> contextlib.AbstractContextManager[
     return patched(passages_mod, "ARM_PRESETS", presets)
 
 
+def _full(**changes: Any) -> contextlib.AbstractContextManager[None]:
+    """The full arm with ``changes`` to its RankConfig (issue 26's priors off one by one)."""
+    from retriever import compose
+
+    names, cfg = compose.ARM_PRESETS["full"]
+    presets = {**compose.ARM_PRESETS, "full": (names, dataclasses.replace(cfg, **changes))}
+    return patched(passages_mod, "ARM_PRESETS", presets)
+
+
 VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
+    "nodiversity": ("full", lambda: _full(doc_repeat=1.0)),
+    "noboilerplate": ("full", lambda: _full(boilerplate_weight=0.0)),
+    "nolowinfo": ("full", lambda: _full(low_info_terms=0)),
+    "nopriors": ("full", lambda: _full(doc_repeat=1.0, boilerplate_weight=0.0, low_info_terms=0)),
     "w55": ("full", lambda: _weights(0.5, 0.5)),
     "w64": ("full", lambda: _weights(0.6, 0.4)),
     "w46": ("full", lambda: _weights(0.4, 0.6)),

@@ -341,14 +341,13 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
 
 
 async def lexical_overlap(rt: Any, org: Org, texts: list[str], rng: random.Random, n: int) -> dict[str, Any]:
-    """overlap@10 of the production lexical arm (rare-term candidates over ``chunk_lexemes``, planner statistics)
+    """overlap@10 of the production lexical arm (rare-term candidates over ``chunk_lexemes``, maintained counts)
     with exact BM25 (every term generates, every df counted) for ``n`` queries, and both arms' latency."""
     svc = get_service(rt)
     overlap: list[float] = []
     prod_ms: list[float] = []
     exact_ms: list[float] = []
     async with rt.pool.acquire() as conn:
-        stats = await sql.lexeme_stats(conn)
         for _ in range(n):
             scope = sql.SearchScope("default", org.viewer().expand(svc.hierarchy))
             q = query_for(rng, texts)
@@ -356,7 +355,7 @@ async def lexical_overlap(rt: Any, org: Org, texts: list[str], rng: random.Rando
             exact = await sql.lexical_arm(conn, scope, q, 10, None)
             exact_ms.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            got = await sql.lexical_arm(conn, scope, q, 10, stats)
+            got = await sql.lexical_arm(conn, scope, q, 10, maintained=True)
             prod_ms.append((time.perf_counter() - t) * 1000)
             if exact.ids:
                 overlap.append(len(set(exact.ids) & set(got.ids)) / len(exact.ids))

@@ -16,14 +16,27 @@ from collections.abc import Iterable
 
 import asyncpg
 
+from services.decay import decay_sql
+
 log = logging.getLogger("orgmem.retriever.access")
 DELAY_S = 0.5
+ACCESS_HALF_LIFE_DAYS = 30.0
+"""Usage decays: an access is worth half after this many days (``chunks.access_weight``, migration 0014)."""
+
+
+def decayed_weight_sql(alias: str = "c") -> str:
+    """``chunks.access_weight`` decayed from its ``accessed_at`` to the statement's ``now()``."""
+    a = f"{alias}." if alias else ""
+    return decay_sql(f"{a}access_weight", "now()", f"coalesce({a}accessed_at, now())", repr(ACCESS_HALF_LIFE_DAYS))
 
 
 class AccessRecorder:
-    def __init__(self, pool: asyncpg.Pool, *, delay_s: float = DELAY_S) -> None:
+    """``frozen`` (evaluation) records nothing: every query then sees the same usage, whatever ran before it."""
+
+    def __init__(self, pool: asyncpg.Pool, *, delay_s: float = DELAY_S, frozen: bool = False) -> None:
         self.pool = pool
         self.delay_s = delay_s
+        self.frozen = frozen
         self.pending: Counter[uuid.UUID] = Counter()
         self.flushed = 0
         self._task: asyncio.Task[None] | None = None
@@ -31,6 +44,8 @@ class AccessRecorder:
 
     def record(self, chunk_ids: Iterable[uuid.UUID | str]) -> None:
         """Count one access per returned passage; schedules a flush (no I/O here)."""
+        if self.frozen:
+            return
         for cid in chunk_ids:
             self.pending[cid if isinstance(cid, uuid.UUID) else uuid.UUID(str(cid))] += 1
         if self.pending and not self._closed and (self._task is None or self._task.done()):
@@ -49,7 +64,8 @@ class AccessRecorder:
         try:
             async with self.pool.acquire() as conn:
                 await conn.execute(
-                    "UPDATE chunks c SET access_count = c.access_count + k.n"
+                    "UPDATE chunks c SET access_count = c.access_count + k.n,"
+                    f" access_weight = {decayed_weight_sql()} + k.n, accessed_at = now()"
                     " FROM unnest($1::uuid[], $2::int[]) AS k(id, n) WHERE c.id = k.id",
                     ids,
                     counts,

@@ -9,7 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -29,7 +29,24 @@ from services.ports import Embedder, Reranker
 from services.viewer import Principals
 
 T = TypeVar("T")
-LEXEME_STATS_TTL_S = 300.0
+
+
+def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | None:
+    """``axes`` without the passage bounds the temporal planner added (a state question's ``as_of``, a window's
+    dates), the plan's period as the boost instead; None when the planner bounded nothing (the host's own bounds
+    are kept) or the query said ``as of A`` explicitly (a point in time: an empty answer is the answer)."""
+    if axes.source != "planner" or axes.plan is None or axes.plan.kind == "point":
+        # an explicit "as of A" asks for the state at A: nothing then is the answer, later passages are not
+        return None
+    if axes.as_of is None and axes.date_from == filters.date_from and axes.date_to == filters.date_to:
+        return None
+    plan = axes.plan
+    span = axes.boost_range
+    if span is None and plan.range_start is not None and plan.range_end is not None:
+        span = (plan.range_start, plan.range_end)
+    if span is None and plan.anchor is not None:
+        span = plan.anchor
+    return replace(axes, as_of=None, date_from=filters.date_from, date_to=filters.date_to, boost_range=span)
 
 
 @dataclass
@@ -61,20 +78,12 @@ class PassageSearcher:
         self.ef_search = ef_search
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
-        self._lexemes: tuple[float, sql.LexemeStats | None] | None = None
 
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
             async with self.pool.acquire() as conn:
                 self._pgvector = await sql.pgvector_version(conn)
         return self._pgvector
-
-    async def lexeme_stats(self, conn: asyncpg.Connection) -> sql.LexemeStats | None:
-        """The planner's lexeme statistics, re-read at most every ``LEXEME_STATS_TTL_S`` seconds."""
-        now = time.monotonic()
-        if self._lexemes is None or now - self._lexemes[0] > LEXEME_STATS_TTL_S:
-            self._lexemes = (now, await sql.lexeme_stats(conn))
-        return self._lexemes[1]
 
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
         start, wall = time.perf_counter(), time.time()
@@ -117,15 +126,17 @@ class PassageSearcher:
             return sql.DenseResult([], "no_embedder")
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
-            stats = await self.lexeme_stats(conn)
-            # the estimate ignores filters (sources, kinds, dates, people): with any of them the probe counts
-            estimate = stats.visible(scope.viewer) if stats is not None and not sql.filtered(scope) else None
+            # the exact visible count (maintained, migration 0014) ignores filters (sources, kinds, dates,
+            # people): with any of them the probe counts
+            estimate = None if sql.filtered(scope) else (await sql.lexeme_counts(conn, scope, [])).visible_rows
             return await sql.dense_arm(conn, scope, vector, cfg, k, estimate)
 
     async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
         arm = sql.lexical_arm_prf if prf else sql.lexical_arm
         async with self.pool.acquire() as conn:
-            return await arm(conn, scope, query, k, await self.lexeme_stats(conn))
+            # exact maintained counts, read per query: never the planner's statistics, which change when
+            # ANALYZE runs (issue 26)
+            return await arm(conn, scope, query, k, maintained=True)
 
     async def _fetch(self, scope: sql.SearchScope, ids: Sequence[str]) -> dict[str, sql.ChunkRow]:
         async with self.pool.acquire() as conn:
@@ -138,6 +149,56 @@ class PassageSearcher:
             return await relational_arm(conn, workspace=scope.workspace, viewer=scope.viewer, query=query)
 
     async def search(
+        self,
+        *,
+        query: str,
+        workspace: str,
+        filters: PassageFilters,
+        limit: int,
+        arms: str,
+        viewer: Principals,
+        own: Sequence[str],
+        axes: TimeAxes,
+        now: datetime,
+        author_ids: tuple[uuid.UUID, ...] | None = None,
+        participant_ids: tuple[uuid.UUID, ...] | None = None,
+    ) -> PassageSearch:
+        """:meth:`search_once`; when a date the planner read from the query (never the host's filters) leaves
+        no passage, once more without it, the date's period only boosting (``temporal_relaxed``): a typed
+        date is a hint, and a hard cut-off that empties the answer throws the evidence away (issue 26)."""
+        found = await self.search_once(
+            query=query,
+            workspace=workspace,
+            filters=filters,
+            limit=limit,
+            arms=arms,
+            viewer=viewer,
+            own=own,
+            axes=axes,
+            now=now,
+            author_ids=author_ids,
+            participant_ids=participant_ids,
+        )
+        relaxed = relax_planner_bounds(axes, filters)
+        if found.ranked or relaxed is None:
+            return found
+        again = await self.search_once(
+            query=query,
+            workspace=workspace,
+            filters=filters,
+            limit=limit,
+            arms=arms,
+            viewer=viewer,
+            own=own,
+            axes=relaxed,
+            now=now,
+            author_ids=author_ids,
+            participant_ids=participant_ids,
+        )
+        again.diagnostics["temporal_relaxed"] = True
+        return again
+
+    async def search_once(
         self,
         *,
         query: str,

@@ -21,8 +21,10 @@ Pipeline of :func:`fuse_and_rank`, in order:
    division 0.75, org 0.6, other 0.6); times ``date_boost`` (1.3) for a hit whose ``event_time`` lies in the
    query's ``boost_range`` (a date that says which document is meant: a soft boost, never a filter).
 3. **Floor-gated bounded cascade**: ``floor = 0.6 × max(post-tier score)``, computed once. Only
-   hits with ``score >= floor`` are multiplied by recency ∈ [1.0, 1.4], access ∈ [1.0, 1.6]
-   and a flat 1.25 title match; hits below the floor keep their post-tier score.
+   hits with ``score >= floor`` are multiplied by recency ∈ [1.0, 1.4] and a flat 1.25 title match; hits below
+   the floor keep their post-tier score. The access boost ∈ [1.0, 1.6] (of decayed usage, ``retriever/access.py``)
+   comes last and is bounded by the better matches: it lifts a hit at most to the score of the hit ranked before
+   it and only reorders equal scores (:func:`_with_usage`), so usage never beats a better match.
 4. **Content dedup**: one hit per ``content_hash``, the highest-scoring one survives.
 5. **Autocut** at the largest score gap (see :func:`autocut_index`), never below ``keep_at_least`` (the
    caller's requested limit: a multi-evidence question keeps its later hits; the token budget trims them).
@@ -64,6 +66,12 @@ STOPWORDS: frozenset[str] = frozenset(
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
+FILLERS: frozenset[str] = frozenset(
+    """haha hahaha lol lmao yes yeah yep yup no nope ok okay oh ohh hmm wow omg cool great nice sure hey hi
+    hello thanks thank awesome amazing totally really definitely absolutely true right good glad love""".split()  # noqa: SIM905
+)
+"""Chat fillers: not information when counting a passage's content terms (the low-information prior)."""
+
 
 def tokens(text: str) -> list[str]:
     """Lower-cased alphanumeric tokens of ``text`` (apostrophes and punctuation split tokens)."""
@@ -90,7 +98,8 @@ class Hit:
     text: str
     event_time: datetime
     scope: str
-    access_count: int = 0
+    access_count: float = 0
+    """Decayed usage: accesses, each halved every ``ACCESS_HALF_LIFE_DAYS`` since (``retriever/access.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +141,19 @@ class RankConfig:
     decay_half_life_days: float | None = None
     decay_min: float = 0.5
     date_boost: float = 1.3
+    doc_repeat: float = 1.0
+    """Per-document diversity: each further passage of a document already ranked is multiplied by this (1.0 =
+    off). Passages of one long abstract took 3 of 10 slots on a document corpus (issue 26)."""
+    boilerplate_weight: float = 0.0
+    """Near-duplicate prior: a passage whose text (normalised tokens) appears in ``n >= 2`` documents among the
+    candidates is multiplied by ``max(boilerplate_min, 1 - weight × ln n)`` (0 = off): a footer or template line
+    repeated across documents matched many questions first."""
+    boilerplate_min: float = 0.5
+    low_info_terms: int = 0
+    """Low-information prior: a passage with ``n`` < this many distinct content terms (:func:`content_terms`, chat
+    :data:`FILLERS` not counted) is
+    multiplied by ``low_info_min + (1 - low_info_min) × n / low_info_terms`` (0 = off): "haha yes!"."""
+    low_info_min: float = 0.7
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -156,10 +178,15 @@ class RankConfig:
             raise ValueError(f"date_boost must be >= 1.0, got {self.date_boost}")
         if not 0.0 <= self.decay_min <= 1.0:
             raise ValueError(f"decay_min must be in [0, 1], got {self.decay_min}")
+        if not 0.0 < self.doc_repeat <= 1.0 or self.boilerplate_weight < 0 or self.low_info_terms < 0:
+            raise ValueError("doc_repeat must be in (0, 1], boilerplate_weight and low_info_terms >= 0")
+        if not 0.0 < self.boilerplate_min <= 1.0 or not 0.0 < self.low_info_min <= 1.0:
+            raise ValueError("boilerplate_min and low_info_min must be in (0, 1]")
 
 
-DEFAULT = RankConfig()
-"""The product: CC of lexical 0.7 / dense 0.3 / relational 0.5, full cascade, dedup, autocut, no decay."""
+DEFAULT = RankConfig(doc_repeat=0.75, boilerplate_weight=0.15, low_info_terms=3)
+"""The product: CC of lexical 0.7 / dense 0.3 / relational 0.5, content priors (boilerplate, low information),
+full cascade, dedup, per-document diversity, autocut, no decay."""
 LEXICAL_ONLY = RankConfig(fusion="rrf", arm_weights=MappingProxyType({"lexical": 1.0}))
 """BM25-style baseline: only the lexical arm, in its own order; the rest of the pipeline is unchanged."""
 DENSE_ONLY = RankConfig(fusion="rrf", arm_weights=MappingProxyType({"dense": 1.0}))
@@ -305,7 +332,7 @@ def recency_multiplier(age: float, half_life_days: float = 30.0, max_factor: flo
     return min(max_factor, max(1.0, 1.0 + bonus))
 
 
-def access_multiplier(access_count: int, saturation: int = 100, max_factor: float = 1.6) -> float:
+def access_multiplier(access_count: float, saturation: int = 100, max_factor: float = 1.6) -> float:
     """``1 + (max - 1) × min(1, ln(1 + n) / ln(1 + saturation))``: 1.0 at n ≤ 0, 1.6 at n ≥ 100.
 
     Example: n = 9 → 1 + 0.6 × ln 10 / ln 101 ≈ 1.2993.
@@ -392,6 +419,63 @@ def _rescored(rh: RankedHit, score: float, boosts: Mapping[str, float]) -> Ranke
     return RankedHit(rh.hit, score, rh.fused, rh.arm_ranks, MappingProxyType(dict(boosts)))
 
 
+def content_priors(hits: Mapping[str, Hit], config: RankConfig) -> dict[str, dict[str, float]]:
+    """The near-duplicate (``boilerplate``) and ``low_info`` factors of every candidate, factors of 1.0 omitted."""
+    out: dict[str, dict[str, float]] = {cid: {} for cid in hits}
+    if config.boilerplate_weight > 0:
+        docs: dict[str, set[str]] = {}
+        keys = {cid: " ".join(tokens(h.text)) for cid, h in hits.items()}
+        for cid, key in keys.items():
+            docs.setdefault(key, set()).add(hits[cid].document_id)
+        for cid, key in keys.items():
+            n = len(docs[key])
+            if n >= 2 and key:
+                out[cid]["boilerplate"] = max(config.boilerplate_min, 1.0 - config.boilerplate_weight * math.log(n))
+    if config.low_info_terms > 0:
+        for cid, h in hits.items():
+            n = sum(1 for t in content_terms(h.text) if t not in FILLERS)
+            if n < config.low_info_terms:
+                out[cid]["low_info"] = config.low_info_min + (1.0 - config.low_info_min) * n / config.low_info_terms
+    return out
+
+
+def diversify(ranked: Sequence[RankedHit], factor: float) -> list[RankedHit]:
+    """Each further passage of a document already ranked above it times ``factor`` per earlier one, re-sorted."""
+    if factor >= 1.0:
+        return list(ranked)
+    seen: dict[str, int] = {}
+    out: list[RankedHit] = []
+    for rh in ranked:
+        n = seen.get(rh.hit.document_id, 0)
+        seen[rh.hit.document_id] = n + 1
+        if n:
+            f = factor**n
+            rh = _rescored(rh, rh.score * f, {**rh.boosts, "doc_repeat": f})
+        out.append(rh)
+    return _sort(out)
+
+
+def _with_usage(ranked: Sequence[RankedHit], usage: Mapping[str, float]) -> list[RankedHit]:
+    """The access boost, bounded by the better matches: ``ranked`` (best first, without it) keeps its order
+    except among equal scores, where the more used hit goes first; a used hit's score is lifted by its factor
+    but never above the hit ranked before it. Usage alone never moves a passage past a better-matching one
+    (issue 26: one viewer's queries must not reorder the next viewer's results)."""
+    if not usage:
+        return list(ranked)
+    order = sorted(ranked, key=lambda rh: (-rh.score, -usage.get(rh.hit.chunk_id, 1.0), rh.hit.chunk_id))
+    out: list[RankedHit] = []
+    prev_match, prev_score = math.inf, math.inf
+    for rh in order:
+        # strictly below a better match (a later re-sort by score cannot swap them), at most equal to an equal one
+        cap = prev_score if rh.score >= prev_match else math.nextafter(prev_score, -math.inf)
+        score = max(rh.score, min(rh.score * usage.get(rh.hit.chunk_id, 1.0), cap))
+        prev_match, prev_score = rh.score, score
+        if score > rh.score:
+            rh = _rescored(rh, score, {**rh.boosts, "access": score / rh.score})
+        out.append(rh)
+    return out
+
+
 def fuse_and_rank(
     arms: Mapping[str, Sequence[str]],
     hits_by_id: Mapping[str, Hit],
@@ -415,13 +499,14 @@ def fuse_and_rank(
         raise ValueError("now must be timezone-aware")
     fused = fuse(arms, arm_scores, config)
     missing = [cid for cid in fused.order if cid not in hits_by_id]
+    priors = content_priors({cid: hits_by_id[cid] for cid in fused.order if cid in hits_by_id}, config)
     ranked: list[RankedHit] = []
     for cid in fused.order:
         hit = hits_by_id.get(cid)
         if hit is None:
             continue
         tier = tier_multiplier(hit.scope, config.tier_boost)
-        boosts = {"tier": tier}
+        boosts = {"tier": tier, **priors[cid]}
         if boost_range is not None and boost_range[0] <= hit.event_time < boost_range[1]:
             boosts["date"] = config.date_boost
         ranked.append(
@@ -436,6 +521,7 @@ def fuse_and_rank(
 
     floor = floor_threshold((rh.score for rh in ranked), config.floor_ratio) if config.cascade else None
     below_floor: list[str] = []
+    usage: dict[str, float] = {}
     if floor is not None:
         terms = content_terms(query)
         boosted: list[RankedHit] = []
@@ -444,15 +530,18 @@ def fuse_and_rank(
                 below_floor.append(rh.hit.chunk_id)
             else:
                 factors = cascade_factors(rh.hit, terms, now, config)
+                if "access" in factors:
+                    usage[rh.hit.chunk_id] = factors.pop("access")
                 score = rh.score * math.prod(factors.values())
                 rh = _rescored(rh, score, {**rh.boosts, **factors})
             boosted.append(rh)
         ranked = boosted
-    ranked = _sort(ranked)
+    ranked = _with_usage(_sort(ranked), usage)
 
     dropped: list[tuple[str, str]] = []
     if config.dedup:
         ranked, dropped = dedup_by_content(ranked)
+    ranked = diversify(ranked, config.doc_repeat)
 
     cut: int | None = None
     if config.autocut:

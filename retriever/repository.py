@@ -29,6 +29,7 @@ from typing import Any
 
 import asyncpg
 
+from retriever.access import decayed_weight_sql
 from services.db.vectors import sql_literal, vector_expr
 from services.sources import alias_visible_sql
 from services.viewer import Principals
@@ -288,13 +289,18 @@ class LexemeStats:
     principals: dict[str, float] = field(default_factory=dict)
     principals_unlisted: float = 0.0
     rows: float = 0.0
+    visible_rows: int | None = None
+    """Exact chunks visible to the viewer the statistics were read for (:func:`lexeme_counts`)."""
 
     def share(self, lexeme: str) -> float:
         return self.shares.get(lexeme, self.unlisted)
 
     def visible(self, viewer: Sequence[str]) -> int | None:
-        """Estimated chunks visible to ``viewer`` (Σ share of its principals × rows, at most rows; a chunk
-        shared with two of them counts twice below that bound), or None without principal statistics."""
+        """Chunks visible to ``viewer``: exact from the maintained counts, else estimated (Σ share of its
+        principals × rows, at most rows; a chunk shared with two of them counts twice below that bound), or
+        None without principal statistics."""
+        if self.visible_rows is not None:
+            return self.visible_rows
         if self.rows <= 0 or not self.principals:
             return None
         share = sum(self.principals.get(p, self.principals_unlisted) for p in set(viewer))
@@ -331,6 +337,29 @@ async def lexeme_stats(conn: asyncpg.Connection) -> LexemeStats | None:
     return LexemeStats(lex[0], lex[1], who[0], who[1], children)
 
 
+async def lexeme_counts(conn: asyncpg.Connection, scope: SearchScope, lexemes: Sequence[str]) -> LexemeStats:
+    """Exact statistics of ``lexemes`` from the maintained counts (migration 0014), for ``scope``'s viewer:
+    each lexeme's share of the workspace's live child chunks and the viewer's visible count. They change only
+    when chunks do (never when ANALYZE runs); a lexeme no chunk holds has share 0."""
+    row = await conn.fetchrow(
+        "SELECT coalesce(sum(n), 0)::bigint AS total,"
+        " coalesce(sum(n) FILTER (WHERE principals && $2::text[]), 0)::bigint AS visible"
+        " FROM chunk_acl_counts WHERE workspace = $1",
+        scope.workspace,
+        list(scope.viewer),
+    )
+    total, visible = (int(row["total"]), int(row["visible"])) if row is not None else (0, 0)
+    shares: dict[str, float] = {}
+    if total > 0 and lexemes:
+        rows = await conn.fetch(
+            "SELECT lexeme, n FROM lexeme_counts WHERE workspace = $1 AND lexeme = ANY($2::text[]) AND n > 0",
+            scope.workspace,
+            list(dict.fromkeys(lexemes)),
+        )
+        shares = {r["lexeme"]: int(r["n"]) / total for r in rows}
+    return LexemeStats(shares, 0.0, rows=float(total), visible_rows=visible)
+
+
 def rare_first(terms: Sequence[str], stats: LexemeStats | None, visible: int, budget: int) -> list[str]:
     """The query terms that generate BM25 candidates: rarest first, while their expected visible
     matches (share × visible) stay within ``budget``; always at least the rarest one. Without
@@ -349,7 +378,13 @@ def rare_first(terms: Sequence[str], stats: LexemeStats | None, visible: int, bu
 
 
 async def lexical_arm(
-    conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, stats: LexemeStats | None = None
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    query: str,
+    k: int,
+    stats: LexemeStats | None = None,
+    *,
+    maintained: bool = False,
 ) -> LexicalResult:
     """Okapi BM25 (k1 0.9, b 0.4) over Postgres full-text lexemes, inside the viewer's scope.
 
@@ -358,13 +393,14 @@ async def lexical_arm(
     (stemming, stopwords) and each candidate is scored
     ``sum idf(t) * tf(t) * (k1 + 1) / (tf(t) + k1 * (1 - b + b * dl / avgdl))`` with ``tf`` from the
     tsvector positions, ``dl`` the number of lexemes and ``N`` the visible chunk count (:func:`visible_count`:
-    estimated from the principal statistics, or counted up to a cap). Chunks are read from ``chunk_lexemes``,
+    exact from the maintained counts, or counted up to a cap under filters). Chunks are read from ``chunk_lexemes``,
     the narrow copy of the live child chunks (migration 0009).
 
     Candidates (GIN index) are the visible chunks matching the query's *rare* terms (``rare_first``
-    over the planner's lexeme statistics ``stats``): a common word ("team", "meeting") alone cannot
-    make a chunk a top BM25 hit against chunks holding the rare ones, and matching it would touch a
-    large share of the corpus. Their ``df`` is counted over the candidates; a common term that did not
+    over the lexeme statistics ``stats``; with ``maintained`` they are the exact maintained counts of
+    :func:`lexeme_counts`, read for this query's terms, which the service uses): a common word ("team",
+    "meeting") alone cannot make a chunk a top BM25 hit against chunks holding the rare ones, and matching it
+    would touch a large share of the corpus. Their ``df`` is counted over the candidates; a common term that did not
     generate candidates still scores, with ``df`` estimated as share × N. Without statistics (a table
     never analysed) every term generates candidates and every ``df`` is counted. At most
     ``BM25_CANDIDATES`` candidates (best ``ts_rank`` first) are scored, bounding the cost.
@@ -375,6 +411,8 @@ async def lexical_arm(
     terms = list(terms or [])[:BM25_MAX_TERMS]
     if not terms:
         return LexicalResult([], {}, "no_terms")
+    if maintained:
+        stats = await lexeme_counts(conn, scope, terms)
     return await bm25(conn, scope, terms, k, stats)
 
 
@@ -443,7 +481,9 @@ async def bm25(
     n = w.arg(max(visible, 1))
     lim = w.arg(k)
     k1, b = BM25_K1, BM25_B
-    # chunk_lexemes (migration 0009): the narrow copy of the live child chunks' ACL, filters and tsvector
+    # chunk_lexemes (migration 0009): the narrow copy of the live child chunks' ACL, filters and tsvector.
+    # The per-term sum is ordered by lexeme: float addition in plan order (hash vs sort aggregate, which a
+    # fresh ANALYZE may switch) moved tied chunks past each other by a last-bit difference
     rows = await conn.fetch(
         f"WITH q AS (SELECT {anyq} AS q),"
         f" cand AS MATERIALIZED (SELECT id, tsv, dl FROM chunk_lexemes, q WHERE tsv @@ q.q AND {w.sql()}"
@@ -457,7 +497,7 @@ async def bm25(
         f" avgdl AS (SELECT greatest(avg(dl), 1) AS avgdl FROM cand),"
         f" tw AS (SELECT * FROM unnest({terms_arg}, {weights_arg}) AS t(lexeme, weight))"
         f" SELECT tf.id, sum(tw.weight * ln(1 + (greatest({n}, df.df) - df.df + 0.5) / (df.df + 0.5))"
-        f"   * tf.tf * {k1 + 1} / (tf.tf + {k1} * (1 - {b} + {b} * tf.dl / avgdl.avgdl))) AS score"
+        f"   * tf.tf * {k1 + 1} / (tf.tf + {k1} * (1 - {b} + {b} * tf.dl / avgdl.avgdl)) ORDER BY lexeme) AS score"
         f" FROM tf JOIN df USING (lexeme) JOIN tw USING (lexeme), avgdl"
         f" GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT {lim}",
         *w.params,
@@ -478,7 +518,8 @@ class ChunkRow:
     parent_text: str | None
     event_time: datetime
     principals: tuple[str, ...]
-    access_count: int
+    access_count: float
+    """Decayed usage (``retriever/access.py``), not the plain total."""
     kind: str
     source_system: str
     external_id: str
@@ -494,7 +535,7 @@ async def fetch_chunks(conn: asyncpg.Connection, scope: SearchScope, ids: Sequen
     scope_where(scope, "c", w)
     rows = await conn.fetch(
         "SELECT c.id, c.document_id, c.content_hash, c.title, c.text, p.text AS parent_text, c.event_time,"
-        " c.principals, c.access_count, c.kind, c.source_system, d.external_id, d.url"
+        f" c.principals, {decayed_weight_sql()} AS access_count, c.kind, c.source_system, d.external_id, d.url"
         " FROM chunks c JOIN documents d ON d.id = c.document_id LEFT JOIN chunks p ON p.id = c.parent_id"
         f" WHERE c.id = ANY({id_arg}) AND {w.sql()}",
         *w.params,
@@ -616,10 +657,17 @@ def prf_expansion(
 
 
 async def lexical_arm_prf(
-    conn: asyncpg.Connection, scope: SearchScope, query: str, k: int, stats: LexemeStats | None = None
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    query: str,
+    k: int,
+    stats: LexemeStats | None = None,
+    *,
+    maintained: bool = False,
 ) -> LexicalResult:
-    """:func:`lexical_arm`, then one feedback round: the query expanded by :func:`prf_expansion`."""
-    first = await lexical_arm(conn, scope, query, k, stats)
+    """:func:`lexical_arm`, then one feedback round: the query expanded by :func:`prf_expansion` (with
+    ``maintained``, the shares of the feedback documents' lexemes are read from the maintained counts)."""
+    first = await lexical_arm(conn, scope, query, k, stats, maintained=maintained)
     if len(first.ids) < 2:
         return first
     top = first.ids[:PRF_DOCS]
@@ -633,6 +681,8 @@ async def lexical_arm_prf(
     ]
     terms = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", query)
     terms = list(terms or [])[:BM25_MAX_TERMS]
+    if maintained:
+        stats = await lexeme_counts(conn, scope, [*terms, *(lex for _, ls, _ in docs for lex, _ in ls)])
     extra = prf_expansion(docs, terms, stats, max_terms=PRF_TERMS, weight=PRF_WEIGHT)
     if not extra:
         return first

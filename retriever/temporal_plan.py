@@ -1,10 +1,13 @@
 """Deterministic temporal planner: query text + ``now`` → a :class:`TemporalPlan` (no I/O, no LLM).
 
 Periods understood (case-insensitive; whitespace is collapsed first; input capped at 2,000 chars):
-ISO dates ``2024-03-15`` (day), ISO months ``2024-03`` (month), ``March 15, 2024`` / ``15 March 2024``
-(day), ``March 2024`` (month), ``Q2 2024`` / ``2024 Q2`` / ``second quarter of 2024`` (quarter),
-years ``2023`` (only after a preposition), ``today``, ``yesterday`` (day), ``this|last|previous
-week`` (Monday-based, grain day), ``this|last|previous month|quarter|year`` (calendar periods).
+ISO dates ``2024-03-15`` (day), ISO months ``2024-03`` (month), ``March 15, 2024`` / ``15 March 2024`` /
+``15th of March 2024`` (day), numeric dates ``15.03.2024`` (dotted: day first), ``2024/03/15`` (year first)
+and ``15/03/2024`` or ``03/15/2024`` (slashed: the part above 12 is the day; with both parts up to 12 the order
+is an ambiguity, ``day_month_order``, never a guess), ``March 2024`` (month), ``Q2 2024`` / ``2024 Q2`` /
+``second quarter of 2024`` (quarter), years ``2023`` (only after a preposition), ``today``, ``yesterday``
+(day), ``this|last|previous week`` (Monday-based, grain day), ``this|last|previous month|quarter|year``
+(calendar periods).
 ``March``, ``March 15``, ``Q1`` without a year are *partial*.
 
 Forms, by priority (the highest-priority, then leftmost, expression wins):
@@ -91,6 +94,14 @@ class _Period:
 
 
 @dataclass(frozen=True, slots=True)
+class _Ambiguous:
+    """A numeric date whose day / month order cannot be told (``10/01/2024``): the candidate days."""
+
+    grain: str
+    candidates: tuple[_Period, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _Partial:
     grain: str
     make: Callable[[int], _Period | None]
@@ -111,15 +122,19 @@ _D = r"\d{1,2}(?:st|nd|rd|th)?"
 _ISO_DATE = rf"{_Y}-\d\d-\d\d"
 _ISO_MONTH = rf"{_Y}-\d\d"
 _MDY = rf"{_MON} {_D},? {_Y}"
-_DMY = rf"{_D} {_MON},? {_Y}"
+_DMY = rf"{_D} (?:of )?{_MON},? {_Y}"
+_NUM_DOT = rf"\d{{1,2}}\.\d{{1,2}}\.{_Y}"
+_NUM_SLASH = rf"\d{{1,2}}/\d{{1,2}}/{_Y}"
+_YMD_SLASH = rf"{_Y}/\d{{1,2}}/\d{{1,2}}"
 _MY = rf"{_MON},? (?:of )?{_Y}"
 _QY = rf"(?:q[1-4](?: |-|/){_Y}|{_Y}(?: |-)q[1-4]|{_ORD} quarter(?: of)? {_Y})"
 _Q = rf"(?:q[1-4]|{_ORD} quarter)"
 _MD = rf"{_MON} {_D}"
 _REL = r"(?:today|yesterday|(?:this|last|previous) (?:week|month|quarter|year))"
 # Alternation order matters: longer forms first. No nested quantifiers anywhere (ReDoS-safe).
-_P_ANY = "(?:" + "|".join([_ISO_DATE, _ISO_MONTH, _MDY, _DMY, _MY, _QY, _MD, _Q, _MON, _Y, _REL]) + ")"
-_P_BARE = "(?:" + "|".join([_ISO_DATE, _ISO_MONTH, _MDY, _DMY, _MY, _QY, _Q, _REL]) + ")"
+_NUMERIC = [_ISO_DATE, _YMD_SLASH, _NUM_DOT, _NUM_SLASH, _ISO_MONTH]
+_P_ANY = "(?:" + "|".join([*_NUMERIC, _MDY, _DMY, _MY, _QY, _MD, _Q, _MON, _Y, _REL]) + ")"
+_P_BARE = "(?:" + "|".join([*_NUMERIC, _MDY, _DMY, _MY, _QY, _Q, _REL]) + ")"
 
 _FLAGS = re.IGNORECASE
 _TO = "(?:and|to|until|till|through|thru)"
@@ -148,7 +163,10 @@ def _fm(pattern: str) -> re.Pattern[str]:
 _R_ISO_DATE = _fm(r"(\d{4})-(\d\d)-(\d\d)")
 _R_ISO_MONTH = _fm(r"(\d{4})-(\d\d)")
 _R_MDY = _fm(rf"({_MON}) (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})")
-_R_DMY = _fm(rf"(\d{{1,2}})(?:st|nd|rd|th)? ({_MON}),? (\d{{4}})")
+_R_DMY = _fm(rf"(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MON}),? (\d{{4}})")
+_R_NUM_DOT = _fm(r"(\d{1,2})\.(\d{1,2})\.(\d{4})")
+_R_NUM_SLASH = _fm(r"(\d{1,2})/(\d{1,2})/(\d{4})")
+_R_YMD_SLASH = _fm(r"(\d{4})/(\d{1,2})/(\d{1,2})")
 _R_MY = _fm(rf"({_MON}),? (?:of )?(\d{{4}})")
 _R_QY = _fm(rf"q([1-4])(?: |-|/)(\d{{4}})|(\d{{4}})(?: |-)q([1-4])|({_ORD}) quarter(?: of)? (\d{{4}})")
 _R_Q = _fm(rf"q([1-4])|(?:the )?({_ORD}) quarter")
@@ -212,10 +230,24 @@ def _relative(word: str, now: datetime) -> _Period:
     return _Period(_dt(date(y, 1, 1), now), _dt(date(y + 1, 1, 1), now), "year")
 
 
-def _parse_period(text: str, now: datetime) -> _Period | _Partial | None:
+def _slashed(a: int, b: int, y: int, now: datetime) -> _Period | _Ambiguous | None:
+    """``a/b/y``: day/month or month/day, told apart only by a part above 12."""
+    dm, md = _day(y, b, a, now), _day(y, a, b, now)
+    if dm is not None and md is not None and a != b:
+        return _Ambiguous("day", (md, dm))
+    return dm or md
+
+
+def _parse_period(text: str, now: datetime) -> _Period | _Partial | _Ambiguous | None:
     """Resolve one period expression (already matched by the outer pattern)."""
     if m := _R_ISO_DATE.fullmatch(text):
         return _day(int(m[1]), int(m[2]), int(m[3]), now)
+    if m := _R_YMD_SLASH.fullmatch(text):
+        return _day(int(m[1]), int(m[2]), int(m[3]), now)
+    if m := _R_NUM_DOT.fullmatch(text):
+        return _day(int(m[3]), int(m[2]), int(m[1]), now)
+    if m := _R_NUM_SLASH.fullmatch(text):
+        return _slashed(int(m[1]), int(m[2]), int(m[3]), now)
     if m := _R_ISO_MONTH.fullmatch(text):
         return _month(int(m[1]), int(m[2]), now)
     if m := _R_MDY.fullmatch(text):
@@ -265,9 +297,11 @@ _Span = tuple[datetime, datetime, str]
 _Resolved = _Span | list[str] | None  # a span, the candidate labels of an ambiguity, or not temporal
 
 
-def _resolve_single(p: _Period | _Partial | None, now: datetime) -> _Resolved:
+def _resolve_single(p: _Period | _Partial | _Ambiguous | None, now: datetime) -> _Resolved:
     if p is None:
         return None
+    if isinstance(p, _Ambiguous):
+        return [_label(c) for c in p.candidates]
     if isinstance(p, _Period):
         return (p.start, p.end, p.grain)
     cands = [c for y in (now.year, now.year - 1) if (c := p.make(y)) is not None and c.start <= now]
@@ -276,8 +310,10 @@ def _resolve_single(p: _Period | _Partial | None, now: datetime) -> _Resolved:
     return [_label(c) for c in cands] or None
 
 
-def _resolve_between(a: _Period | _Partial | None, b: _Period | _Partial | None, now: datetime) -> _Resolved:
-    if a is None or b is None:
+def _resolve_between(
+    a: _Period | _Partial | _Ambiguous | None, b: _Period | _Partial | _Ambiguous | None, now: datetime
+) -> _Resolved:
+    if a is None or b is None or isinstance(a, _Ambiguous) or isinstance(b, _Ambiguous):
         return None
     if isinstance(a, _Period) and isinstance(b, _Period):
         return (a.start, b.end, _finest(a.grain, b.grain))
@@ -311,7 +347,7 @@ def _resolve_between(a: _Period | _Partial | None, b: _Period | _Partial | None,
     return (p[0].start, p[1].end, _finest(p[0].grain, p[1].grain))
 
 
-def _grain_of(p: _Period | _Partial | None) -> str:
+def _grain_of(p: _Period | _Partial | _Ambiguous | None) -> str:
     return "unknown" if p is None else p.grain
 
 
@@ -404,7 +440,10 @@ def _plan_for(f: _Found, now: datetime) -> TemporalPlan | None:
         return None
     kind: PlanKind = _KINDS.get(name, "range")
     if isinstance(resolved, list):
-        note = f"missing_year: {matched!r} could mean " + " or ".join(resolved)
+        if name != "between" and isinstance(p, _Ambiguous):
+            note = f"day_month_order: {f.periods[0]!r} could mean " + " or ".join(resolved)
+        else:
+            note = f"missing_year: {matched!r} could mean " + " or ".join(resolved)
         return TemporalPlan(kind=kind, grain=grain, matched_text=matched, ambiguities=[note], form=form)
     start, end, grain = resolved
     if end <= start:

@@ -123,8 +123,11 @@ async def run_live(
         else:
             produced = await _load(settings, dataset, workspace, limit_events, progress, loader_context, stages)
         ingest_seconds = time.perf_counter() - began
+        service = get_service(rt)
+        # usage frozen: each arm's queries would otherwise raise the access boost of what the next one ranks
+        service.access.frozen = True
         result = await _query_all(
-            get_service(rt),
+            service,
             dataset,
             workspace,
             [*arms, *(a for a in flags.flag_arms(eval_flags) if a not in arms)],

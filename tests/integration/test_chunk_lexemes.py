@@ -28,12 +28,22 @@ NARROW = (
     " dl FROM chunk_lexemes ORDER BY id"
 )
 
+ACL_COUNTED = "SELECT workspace, principals, count(*) FROM chunk_lexemes GROUP BY 1, 2"
+ACL_KEPT = "SELECT workspace, principals, n FROM chunk_acl_counts WHERE n <> 0"
+LEXEMES_COUNTED = "SELECT workspace, l, count(*) FROM chunk_lexemes, unnest(tsvector_to_array(tsv)) AS l GROUP BY 1, 2"
+LEXEMES_KEPT = "SELECT workspace, lexeme, n FROM lexeme_counts WHERE n <> 0"
+
 
 async def in_step(settings: Settings) -> list[Any]:
     """The narrow table equals the live child chunks, column for column; returns its rows."""
     live = [tuple(r) for r in await fetch(settings, LIVE)]
     narrow = [tuple(r) for r in await fetch(settings, NARROW)]
     assert narrow == live
+    # and the maintained BM25 counts of migration 0014 equal the ones recounted from it
+    for counted, kept in ((ACL_COUNTED, ACL_KEPT), (LEXEMES_COUNTED, LEXEMES_KEPT)):
+        assert sorted(tuple(r) for r in await fetch(settings, counted)) == sorted(
+            tuple(r) for r in await fetch(settings, kept)
+        )
     return narrow
 
 

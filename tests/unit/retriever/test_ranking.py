@@ -32,7 +32,16 @@ from retriever.ranking import (
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
 # the seed's pipeline (RRF 1:1, autocut at a 20 % gap): the hand-computed cascade/autocut cases use it
-RRF = replace(DEFAULT, fusion="rrf", arm_weights=RRF_WEIGHTS, autocut_min_gap=0.2)
+# the pipeline's other steps, without the content priors and diversity (tested on their own below)
+RRF = replace(
+    DEFAULT,
+    fusion="rrf",
+    arm_weights=RRF_WEIGHTS,
+    autocut_min_gap=0.2,
+    doc_repeat=1.0,
+    boilerplate_weight=0.0,
+    low_info_terms=0,
+)
 
 
 def hit(
@@ -475,3 +484,92 @@ def test_default_pipeline_is_cc_with_cascade_and_autocut() -> None:
 def test_unknown_fusion_rejected() -> None:
     with pytest.raises(ValueError, match="fusion"):
         RankConfig(fusion="borda")
+
+
+# ---------------------------------------------------------------- access: bounded, never past a better match
+
+
+def test_usage_never_lifts_a_hit_past_a_better_match() -> None:
+    # "zeta" matches better (lexical 1.0 vs 0.9); "alpha" has been returned a thousand times and would win an
+    # id tie-break
+    hits = {"zeta": hit("zeta", age=5), "alpha": hit("alpha", age=5, access=1000)}
+    scores = {"zeta": 1.0, "alpha": 0.9}
+    res = fuse_and_rank({"lexical": ["zeta", "alpha"]}, hits, "x", NOW, arm_scores={"lexical": scores})
+    assert ids(res.hits) == ["zeta", "alpha"]
+    better, used = res.hits
+    assert used.score < better.score
+    assert 1.0 < used.boosts["access"] <= 1.6  # lifted up to the better match's score, no further
+    assert used.score == pytest.approx(better.score)
+    assert sorted(res.hits, key=lambda rh: (-rh.score, rh.hit.chunk_id)) == list(res.hits)  # a re-sort agrees
+
+
+def test_usage_breaks_a_tie_between_equal_matches() -> None:
+    hits = {"a": hit("a", age=5), "b": hit("b", age=5, access=10)}
+    res = fuse_and_rank({"lexical": ["a", "b"]}, hits, "x", NOW, arm_scores={"lexical": {"a": 1.0, "b": 1.0}})
+    assert ids(res.hits) == ["b", "a"]
+
+
+def test_usage_cannot_reorder_any_two_hits_of_different_match() -> None:
+    hits = {f"h{i:02d}": hit(f"h{i:02d}", age=i, access=(i * 37) % 500) for i in range(30)}
+    order = sorted(hits)
+    scores = {cid: 1.0 - i / 100 for i, cid in enumerate(order)}
+    config = replace(DEFAULT, autocut=False)
+    with_usage = fuse_and_rank({"lexical": order}, hits, "x", NOW, config, arm_scores={"lexical": scores})
+    unused = {cid: replace(h, access_count=0) for cid, h in hits.items()}
+    without = fuse_and_rank({"lexical": order}, unused, "x", NOW, config, arm_scores={"lexical": scores})
+    assert ids(with_usage.hits) == ids(without.hits)
+
+
+# ---------------------------------------- priors: per-document diversity, boilerplate, low information
+
+
+def doc_hit(cid: str, doc: str, text: str = "a long enough passage about the kiln glaze schedule") -> Hit:
+    return replace(hit(cid, age=5, text=text), document_id=doc)
+
+
+def test_further_passages_of_one_document_make_room_for_other_documents() -> None:
+    hits = {
+        "a1": doc_hit("a1", "A"),
+        "a2": doc_hit("a2", "A"),
+        "a3": doc_hit("a3", "A"),
+        "b1": doc_hit("b1", "B"),
+        "c1": doc_hit("c1", "C"),
+    }
+    scores = {"a1": 1.0, "a2": 0.95, "a3": 0.9, "b1": 0.85, "c1": 0.8}
+    arms = {"lexical": list(scores)}
+    config = replace(DEFAULT, autocut=False, cascade=False)
+    res = fuse_and_rank(arms, hits, "x", NOW, config, arm_scores={"lexical": scores})
+    assert ids(res.hits) == ["a1", "b1", "c1", "a2", "a3"]
+    assert res.hits[3].boosts["doc_repeat"] == pytest.approx(config.doc_repeat)
+    assert res.hits[4].boosts["doc_repeat"] == pytest.approx(config.doc_repeat**2)
+    off = fuse_and_rank(arms, hits, "x", NOW, replace(config, doc_repeat=1.0), arm_scores={"lexical": scores})
+    assert ids(off.hits) == list(scores)
+
+
+def test_a_line_repeated_across_documents_yields_to_a_specific_passage() -> None:
+    boiler = "This message and any attachments are confidential; the kiln schedule is subject to change."
+    hits = {f"x{i}": doc_hit(f"x{i}", f"D{i}", boiler) for i in range(6)}
+    hits["s"] = doc_hit("s", "S", "The kiln schedule moved to Thursday after the glaze firing test")
+    scores = {**{f"x{i}": 1.0 for i in range(6)}, "s": 0.85}
+    config = replace(DEFAULT, autocut=False, cascade=False)
+    res = fuse_and_rank({"lexical": list(scores)}, hits, "kiln schedule", NOW, config, arm_scores={"lexical": scores})
+    assert ids(res.hits)[0] == "s"
+    assert res.hits[1].boosts["boilerplate"] < 1.0
+
+
+def test_a_short_generic_line_yields_to_an_informative_one() -> None:
+    hits = {
+        "g": doc_hit("g", "G", "haha yes!"),
+        "i": doc_hit("i", "I", "yes, I went to the pottery fair with my kids"),
+    }
+    scores = {"g": 1.0, "i": 0.8}
+    config = replace(DEFAULT, autocut=False, cascade=False)
+    res = fuse_and_rank({"lexical": ["g", "i"]}, hits, "pottery yes", NOW, config, arm_scores={"lexical": scores})
+    assert ids(res.hits) == ["i", "g"]
+    assert res.hits[1].boosts["low_info"] < 1.0
+    assert "low_info" not in res.hits[0].boosts
+
+
+def test_the_baselines_have_no_priors() -> None:
+    for config in (LEXICAL_ONLY, DENSE_ONLY, RRF_ONLY):
+        assert (config.doc_repeat, config.boilerplate_weight, config.low_info_terms) == (1.0, 0.0, 0)

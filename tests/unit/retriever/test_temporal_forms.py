@@ -169,3 +169,34 @@ def test_autocut_never_trims_below_the_requested_limit() -> None:
     kept = fuse_and_rank(arms, hits, "q", NOW, DEFAULT, arm_scores=raw, keep_at_least=10)
     assert len(cut.hits) == 3
     assert len(kept.hits) >= 10 and [rh.hit.chunk_id for rh in kept.hits][:3] == [rh.hit.chunk_id for rh in cut.hits]
+
+
+@pytest.mark.parametrize(
+    ("query", "day"),
+    [
+        ("what did she say on 10.01.2024?", d(2024, 1, 10)),  # dotted: day first
+        ("what did she say on 3.2.2024", d(2024, 2, 3)),
+        ("the note from 2024/01/10", d(2024, 1, 10)),  # year first
+        ("what did she say on 25/01/2024?", d(2024, 1, 25)),  # a first part above 12 is the day
+        ("what did she say on 01/25/2024?", d(2024, 1, 25)),  # a second part above 12 is the day
+        ("What did they discuss on the 16th of March 2024?", d(2024, 3, 16)),
+    ],
+)
+def test_numeric_and_ordinal_dates_are_days(query: str, day: datetime) -> None:
+    plan = plan_temporal(query, NOW)
+    assert (plan.grain, plan.range_start, plan.range_end, plan.ambiguities) == ("day", day, day + timedelta(1), [])
+    a = axes(query)
+    assert (a.as_of, a.date_from, a.date_to, a.boost_range) == (None, None, None, (day, day + timedelta(1)))
+
+
+def test_slashed_date_with_both_parts_up_to_12_is_an_ambiguity_not_a_guess() -> None:
+    plan = plan_temporal("what did she say on 10/01/2024?", NOW)
+    assert plan.range_start is None and plan.range_end is None
+    assert plan.ambiguities == ["day_month_order: '10/01/2024' could mean 2024-10-01 or 2024-01-10"]
+    a = axes("what did she say on 10/01/2024?")
+    assert (a.as_of, a.date_from, a.date_to, a.boost_range) == (None, None, None, None)
+
+
+@pytest.mark.parametrize("text", ["10.13.2024", "32.01.2024", "1.5 million", "2024.01"])
+def test_numbers_that_are_not_dates_plan_nothing(text: str) -> None:
+    assert plan_temporal(text, NOW).range_start is None
