@@ -103,6 +103,9 @@ def scope_where(scope: SearchScope, alias: str = "", where: Where | None = None,
         w.add(f"{a}event_time < {w.arg(scope.date_to)}")
     if scope.as_of is not None:
         w.add(f"{a}event_time <= {w.arg(scope.as_of)}")
+    # a memory absorbed by a consolidation ranks no longer from its survivor's time on (migration 0013)
+    ref = w.arg(scope.as_of) if scope.as_of is not None else "now()"
+    w.add(f"NOT EXISTS (SELECT 1 FROM memory_hidden mh WHERE mh.chunk_id = {a}id AND mh.hidden_from <= {ref})")
     if scope.author_ids is not None:
         w.add(f"{a}author_person_id = ANY({w.arg(list(scope.author_ids), '::uuid[]')})")
     if scope.participant_ids is not None:  # the person takes part in the document (any role, author included)

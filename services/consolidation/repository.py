@@ -1,7 +1,8 @@
-"""SQL of consolidation (migration 0011_consolidation): load an owner's memories, apply a merge, undo it, list
-merges under the all-visible rule. A merge hides the absorbed memories' live chunks (``chunks.deleted``: they stop
-ranking in every arm; ``chunk_lexemes`` follows by trigger) and leaves documents, versions and text untouched, so
-the memories stay stored and readable by their viewers."""
+"""SQL of consolidation (migration 0013_consolidation): load an owner's memories, apply a merge, undo it, list
+merges under the all-visible rule. A merge hides the absorbed memories' live chunks from the survivor's time on
+(``memory_hidden``; every arm's scope filters on it, so they stop ranking for a query about the present and still
+rank for a query as of an earlier time) and leaves documents, versions, chunks and text untouched: the memories
+stay stored and readable by their viewers, and undo deletes the merge's ``memory_hidden`` rows."""
 
 from __future__ import annotations
 
@@ -108,9 +109,6 @@ async def apply(
         d: loaded.versions[d] for d in (*merge.absorbed, merge.survivor)
     }:
         return None
-    hidden = await conn.fetch(
-        "UPDATE chunks SET deleted = true WHERE document_id = ANY($1::uuid[]) AND NOT deleted RETURNING id", ids
-    )
     facts: list[dict[str, Any]] = []
     if merge.reason == "contradiction":
         facts = await _close_facts(conn, ids, loaded.event_times[merge.survivor])
@@ -128,9 +126,20 @@ async def apply(
         [survivor, *ids],
         merge.reason,
         merge.similarity,
-        [r["id"] for r in hidden],
+        [],
         json.dumps(facts),
         actor,
+    )
+    hidden = await conn.fetch(
+        "INSERT INTO memory_hidden (chunk_id, document_id, consolidation_id, hidden_from)"
+        " SELECT c.id, c.document_id, $2, $3 FROM chunks c WHERE c.document_id = ANY($1::uuid[]) AND NOT c.deleted"
+        " ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id",
+        ids,
+        cid,
+        loaded.event_times[merge.survivor],
+    )
+    await conn.execute(
+        "UPDATE memory_consolidations SET hidden_chunks = $2 WHERE id = $1", cid, [r["chunk_id"] for r in hidden]
     )
     return cid
 
@@ -151,11 +160,7 @@ async def undo(conn: asyncpg.Connection, cid: uuid.UUID, actor: str) -> dict[str
     unchanged = [
         d for d, v in zip(row["absorbed_ids"], row["absorbed_versions"], strict=True) if now_versions.get(d) == v
     ]
-    restored = await conn.execute(
-        "UPDATE chunks SET deleted = false WHERE id = ANY($1::uuid[]) AND document_id = ANY($2::uuid[]) AND deleted",
-        row["hidden_chunks"],
-        unchanged,
-    )
+    restored = await conn.execute("DELETE FROM memory_hidden WHERE consolidation_id = $1", cid)
     for change in json.loads(row["fact_changes"]):
         if change["set"] == "valid_to":
             await conn.execute(

@@ -82,7 +82,7 @@ async def carry_over(conn: asyncpg.Connection, src: str, dst: str, *, final: boo
 
 async def _carry_consolidations(conn: asyncpg.Connection, s: str, d: str) -> dict[str, int]:
     """Memory merges are decisions, not in the log: at the switch, copy the records whose documents the rebuild
-    has (chunk and document ids are deterministic) and hide the absorbed chunks again, as the live schema does."""
+    has and their hidden chunks (chunk and document ids are deterministic)."""
     if not await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{d}.memory_consolidations"):
         return {}
     status = await conn.execute(
@@ -90,8 +90,8 @@ async def _carry_consolidations(conn: asyncpg.Connection, s: str, d: str) -> dic
         f" WHERE EXISTS (SELECT 1 FROM {d}.documents x WHERE x.id = m.survivor_id) ON CONFLICT (id) DO NOTHING"
     )
     hidden = await conn.execute(
-        f"UPDATE {d}.chunks c SET deleted = true FROM {d}.memory_consolidations m"
-        f" WHERE m.undone_at IS NULL AND c.id = ANY(m.hidden_chunks) AND NOT c.deleted"
+        f"INSERT INTO {d}.memory_hidden SELECT h.* FROM {s}.memory_hidden h"
+        f" JOIN {d}.memory_consolidations m ON m.id = h.consolidation_id ON CONFLICT (chunk_id) DO NOTHING"
     )
     return {
         "memory_consolidations": int(status.rsplit(" ", 1)[-1]),

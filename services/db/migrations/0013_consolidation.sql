@@ -23,3 +23,14 @@ CREATE TABLE memory_consolidations (
 );
 CREATE INDEX memory_consolidations_recent ON memory_consolidations (workspace, created_at DESC);
 CREATE INDEX memory_consolidations_absorbed ON memory_consolidations USING gin (absorbed_ids) WHERE undone_at IS NULL;
+
+-- The absorbed memories' chunks stop ranking from the survivor's time on (hidden_from): a query about the present
+-- no longer sees them, a query as of an earlier time still does (the bi-temporal view of a superseded statement).
+-- Every arm's scope (retriever/repository.py scope_where) filters on it; undo deletes the merge's rows.
+CREATE TABLE memory_hidden (
+    chunk_id          uuid PRIMARY KEY,
+    document_id       uuid NOT NULL,
+    consolidation_id  uuid NOT NULL REFERENCES memory_consolidations (id),
+    hidden_from       timestamptz NOT NULL
+);
+CREATE INDEX memory_hidden_consolidation ON memory_hidden (consolidation_id);
