@@ -23,7 +23,6 @@ MAX_TOKENS = 100_000
 Mode = Literal["vector_first", "graph_first", "joint"]
 Grain = Literal["day", "month", "quarter", "year", "unknown"]
 Arms = Literal["full", "hybrid", "lexical", "dense"]
-Tool = Literal["retrieve_context", "search_knowledge_base", "remember", "forget"]
 _STORABLE = AfterValidator(storable_value)  # no NUL, no lone surrogate: what Postgres and UTF-8 can carry
 Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS), _STORABLE]
 Workspace = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
@@ -170,7 +169,7 @@ class RpcRequest(_Req):
     """Body of a record on ``<ns>.rpc.retrieve.v1``; headers carry ``reply_to``, ``correlation_id``
     and ``deadline`` (epoch milliseconds)."""
 
-    tool: Tool = "retrieve_context"
+    tool: ShortName = Field(default="retrieve_context", description="a tool of the tool catalogue, by name")
     viewer: RpcViewer = Field(default_factory=RpcViewer)
     request: dict[str, Any]
 
