@@ -233,9 +233,7 @@ class _Request(BaseModel):
 class SubjectRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: SafeStr = Field(
-        min_length=1, max_length=64, description='the entity type, e.g. "person", "team", "project"'
-    )
+    type: SafeStr = Field(min_length=1, max_length=64, description='the entity type, e.g. "person", "team", "project"')
     id: uuid.UUID = Field(description="the entity id, as returned in an earlier answer")
 
 
@@ -244,9 +242,7 @@ class _Temporal(_Request):
     believed_as_of: BoundedDatetime | None = Field(
         default=None, description="what was recorded as known at this time (ISO 8601)"
     )
-    as_of_grain: TimeGrain | None = Field(
-        default=None, description="how precise as_of is: day, month, quarter or year"
-    )
+    as_of_grain: TimeGrain | None = Field(default=None, description="how precise as_of is: day, month, quarter or year")
 
 
 class QueryFactsRequest(_Temporal):

@@ -67,7 +67,9 @@ class PassageFilters(_Req):
     date_from: BoundedDatetime | None = Field(
         default=None, description="only passages written at or after this time (ISO 8601)"
     )
-    date_to: BoundedDatetime | None = Field(default=None, description="only passages written before this time (ISO 8601)")
+    date_to: BoundedDatetime | None = Field(
+        default=None, description="only passages written before this time (ISO 8601)"
+    )
     author: Annotated[str, StringConstraints(min_length=1, max_length=320), _STORABLE] | None = Field(
         default=None, description="only passages written by this person: their id (uuid) or email"
     )

@@ -37,6 +37,7 @@ exception handler, ``services/api/errors.py``), MCP a tool error ``"<field>: <ms
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, TypeVar
@@ -75,6 +76,9 @@ IDENTITY_FIELDS = frozenset({"workspace"})
 """Request fields that come from the credential or gateway, never from a model."""
 DIAGNOSTICS = "diagnostics"
 DEFAULT_WORKSPACE = "default"
+BYTES_PER_TOKEN = 4
+ANSWER_OVERHEAD = 1_200  # bytes: the answer's fixed fields and one passage's citation (ids, source, time, scores)
+RANKED_LISTS = ("paths", "fact_diffs", "search_facts", "structured_facts", "passages")  # dropped first .. last
 DIAGNOSTICS_NOTE = (
     "true only to debug retrieval itself: adds the ranking and timing internals (several KB) to the answer"
 )
@@ -99,6 +103,9 @@ class CatalogueTool(Generic[Req, Resp]):
     operator_only: frozenset[str] = frozenset()
     arg_notes: Mapping[str, str] = field(default_factory=dict)
     http_status: int = 200
+    budget: Callable[[Req], int | None] | None = None
+    """The most bytes a model-facing answer to this request may take (``None``: no budget); ``fit`` drops
+    the lowest-ranked items of the answer's lists until it fits."""
 
     @property
     def hidden(self) -> frozenset[str]:
@@ -115,6 +122,10 @@ class CatalogueTool(Generic[Req, Resp]):
 
 
 # ---- the tools' implementations that live nowhere else -------------------------------------------------
+def _token_budget(req: RetrieveContextRequest) -> int | None:
+    return None if req.max_tokens is None else BYTES_PER_TOKEN * req.max_tokens + ANSWER_OVERHEAD
+
+
 async def _retrieve(rt: Runtime, viewer: Viewer, req: RetrieveContextRequest) -> RetrieveContextResponse:
     return await get_service(rt).retrieve_context(req, viewer)
 
@@ -145,6 +156,7 @@ TOOLS: tuple[CatalogueTool[Any, Any], ...] = (
         '"what changed since …") are understood; use subjects/about to anchor on an entity. Results are '
         "already limited to what the current user may see.",
         operator_only=frozenset({"arms"}),
+        budget=_token_budget,
     ),
     CatalogueTool(
         "search_knowledge_base",
@@ -290,10 +302,36 @@ def parse(tool: CatalogueTool[Req, Any], arguments: Mapping[str, Any], viewer: V
         raise InvalidPayloadError(f"{where}: {first['msg']}", field=where) from exc
 
 
-def dump(tool: CatalogueTool[Any, Any], response: BaseModel, diagnostics: bool) -> dict[str, Any]:
-    """What a model-facing door returns: the response, without diagnostics unless they were asked for."""
-    exclude = {DIAGNOSTICS} if tool.has_diagnostics and not diagnostics else None
-    return response.model_dump(mode="json", exclude=exclude)
+def _size(data: Any) -> int:
+    return len(json.dumps(data, separators=(",", ":"), default=str).encode())
+
+
+def fit(data: dict[str, Any], budget: int) -> dict[str, Any]:
+    """``data`` within ``budget`` bytes of JSON: the last (lowest-ranked) items of its ranked lists are
+    dropped — paths and diffs first, passages last — keeping at least one passage."""
+    out = dict(data)
+    for key in RANKED_LISTS:
+        items = list(out.get(key) or [])
+        keep = 1 if key == "passages" else 0
+        while len(items) > keep and _size(out) > budget:
+            items.pop()
+            out[key] = items
+    return out
+
+
+def dump(
+    tool: CatalogueTool[Req, Any], response: BaseModel, diagnostics: bool, request: Req | None = None
+) -> dict[str, Any]:
+    """What a model-facing door returns: the response, without diagnostics unless they were asked for,
+    within the request's budget (``CatalogueTool.budget``; diagnostics, when asked, are on top of it)."""
+    exclude = {DIAGNOSTICS} if tool.has_diagnostics else None
+    data = response.model_dump(mode="json", exclude=exclude)
+    budget = tool.budget(request) if tool.budget is not None and request is not None else None
+    if budget is not None:
+        data = fit(data, budget)
+    if tool.has_diagnostics and diagnostics:
+        data[DIAGNOSTICS] = response.model_dump(mode="json", include={DIAGNOSTICS})[DIAGNOSTICS]
+    return data
 
 
 async def call(
@@ -302,7 +340,7 @@ async def call(
     """One model-facing call (MCP, RPC): parse, run, dump. Raises ``OrgMemoryError`` with its status."""
     req, diagnostics = parse(tool, arguments, viewer)
     RETRIEVALS.labels(tool.name, door).inc()
-    return dump(tool, await tool.run(rt, viewer, req), diagnostics)
+    return dump(tool, await tool.run(rt, viewer, req), diagnostics, req)
 
 
 ToolCall = Callable[[Viewer, Mapping[str, Any]], Awaitable[dict[str, Any]]]

@@ -122,14 +122,20 @@ def _result(tool: str, response: BaseModel) -> CallToolResult:
 JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have their own rendering above
 
 
-def tool_error(exc: OrgMemoryError) -> ToolError:
-    """The MCP form of the error every door reports: ``<field>: <msg> (status <n>)``."""
+def tool_error(exc: OrgMemoryError) -> CallToolResult:
+    """The MCP form of the error every door reports: a tool error whose text is ``<field>: <msg> (status
+    <n>)`` and whose structured content is ``{"error": {"type", "message", "status", "field"}}`` — the
+    Kafka door's ``RpcError``."""
     code, detail = error_status(exc)
     field = detail.get("field")
     msg = str(detail.get("msg", ""))
     if field and msg.startswith(f"{field}: "):
         msg = msg[len(field) + 2 :]
-    return ToolError(f"{field + ': ' if field else ''}{msg} (status {code})")
+    error = {"type": type(exc).__name__, "message": msg, "status": code, "field": field}
+    text = f"{field + ': ' if field else ''}{msg} (status {code})"
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content={"error": error}, is_error=True
+    )
 
 
 def _tool(spec: CatalogueTool[Any, Any], runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
@@ -138,7 +144,7 @@ def _tool(spec: CatalogueTool[Any, Any], runtime_of: RuntimeOf, viewer_of: Viewe
         try:
             data = await catalogue.call(spec, runtime_of(), viewer, arguments, "mcp")
         except OrgMemoryError as exc:
-            raise tool_error(exc) from exc
+            return tool_error(exc)
         return CallToolResult(content=[TextContent(type="text", text=render(spec.name, data))], structured_content=data)
 
     call.__name__ = spec.name

@@ -4,6 +4,7 @@ argument; a model cannot smuggle one in; diagnostics are left out unless asked f
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -127,3 +128,16 @@ def test_diagnostics_only_when_asked() -> None:
     assert asked is True
     assert "diagnostics" in model_schema(tool)["properties"]
     assert "diagnostics" not in model_schema(BY_NAME["query_facts"])["properties"]
+
+
+def test_fit_drops_the_lowest_ranked_items_until_the_answer_fits() -> None:
+    from services.api.catalogue import fit
+
+    passage = {"external_id": "x", "text": "y" * 300}
+    data = {"passages": [passage | {"external_id": str(i)} for i in range(10)], "paths": [{"p": "z" * 200}] * 3}
+    out = fit(data, 1000)
+    assert out["paths"] == [] and 1 <= len(out["passages"]) < 10
+    assert [p["external_id"] for p in out["passages"]] == [str(i) for i in range(len(out["passages"]))]
+    assert len(json.dumps(out, separators=(",", ":"))) <= 1000
+    assert len(fit(data, 10)["passages"]) == 1  # never nothing: the best passage stays
+    assert fit(data, 10**6) == data
