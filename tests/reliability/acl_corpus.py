@@ -39,7 +39,7 @@ TOKENS = {  # bearer token -> principal, for the MCP door
     "tok-alice": {"principal_id": f"user:{ALICE}", "groups": [T1G]},
     "tok-sibling": {"principal_id": f"user:{SIBLING}", "groups": [T2G]},
     "tok-removed": {"principal_id": f"user:{REMOVED}"},  # groups from the directory: removed from team 1
-    "tok-future": {"principal_id": f"user:{FUTURE}"},  # joins team 1 next year
+    "tok-future": {"principal_id": f"user:{FUTURE}"},  # joins team 1 tomorrow
     "tok-admin-role": {"principal_id": f"user:{uuid.uuid4()}", "roles": ["admin"]},
 }
 
@@ -200,10 +200,10 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
             author_name="Omar Field",
         ),
         envelope("purge-pub", "Omar Field runs the quasar ops desk.", principals=[ORGG], author_name="Omar Field"),
-        # the directory: REMOVED left team 1 last year, FUTURE joins it next year
+        # the directory: REMOVED left team 1 a month ago, FUTURE joins it tomorrow
         membership(T1G, added=[f"user:{REMOVED}"], at=now - timedelta(days=400)),
         membership(T1G, removed=[f"user:{REMOVED}"], at=now - timedelta(days=30)),
-        membership(T1G, added=[f"user:{FUTURE}"], at=now + timedelta(days=365)),
+        membership(T1G, added=[f"user:{FUTURE}"], at=now + timedelta(hours=20)),
     ]
     await produce(settings, *envs)
 
@@ -233,7 +233,8 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
                 "SELECT (SELECT count(*) FROM chunks WHERE NOT is_parent AND embedding IS NOT NULL) >= 14"
                 " AND (SELECT count(*) FROM facts WHERE predicate = 'reports_to') >= 1"
                 " AND (SELECT count(*) FROM taxonomy_proposals) >= 1"
-                " AND (SELECT count(*) FROM person_aliases WHERE namespace = 'platform_user') >= 2",
+                " AND (SELECT count(*) FROM person_aliases WHERE namespace = 'platform_user') >= 2"
+                " AND (SELECT count(*) FROM procedure_versions) >= 1",
             )
         )
 
@@ -252,17 +253,16 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
     private = await fetch(
         settings,
         "SELECT d.id AS doc, c.id AS chunk FROM documents d JOIN chunks c ON c.document_id = d.id"
-        " WHERE NOT (principals && $1::text[])",
+        " WHERE NOT (d.principals && $1::text[])",
         [ORGG],
     )
     c.private_ids = sorted({str(r["doc"]) for r in private} | {str(r["chunk"]) for r in private})
     ents = await fetch(settings, "SELECT id FROM entities")
     people = await fetch(settings, "SELECT COALESCE(merged_into, id) AS id FROM people")
-    procs = await fetch(settings, "SELECT DISTINCT procedure_id FROM procedure_versions")
     c.ids = {
         "entity": sorted({str(r["id"]) for r in ents} | {str(r["id"]) for r in people}),
         "platform_user": [PU, PURGE_PU],
-        "procedure": [str(r["procedure_id"]) for r in procs],
+        "procedure": [proc.json()["procedure_id"]],
         "memory": [mem.json()["memory_id"]],
     }
     return c

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 
 from services.api import catalogue
 from services.api.app import create_app
@@ -55,7 +55,7 @@ class World:
     url: str
     http: httpx.AsyncClient
     rpc: RpcDoor
-    routes: list[APIRoute]
+    routes: list[tuple[str, frozenset[str]]]  # (path, methods) of every API route
     corpus: Corpus
 
 
@@ -67,7 +67,12 @@ async def world(stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
     rt = await start_runtime(s, ["ingest", "embed", "extract", "conflicts", "retrieve"])
     try:
         app = create_app(rt)
-        routes = [r for r in app.routes if isinstance(r, APIRoute)]
+        # the effective route table (included routers flattened, prefixes applied)
+        routes = [
+            (ctx.path, frozenset(ctx.methods or ()))
+            for ctx in iter_route_contexts(app.routes)
+            if isinstance(ctx.route, APIRoute)
+        ]
         async with (
             serve_app(app) as url,
             httpx.AsyncClient(base_url=url, timeout=60) as http,
@@ -120,22 +125,18 @@ def get_routes(w: World, quick: bool) -> list[str]:
         "memory": c.ids["memory"],
     }
     paths: list[str] = []
-    for route in w.routes:
-        if (
-            "GET" not in (route.methods or set())
-            or route.path.startswith(SKIP_PREFIXES)
-            or route.path.startswith("/tools/")
-        ):
+    for path, methods in w.routes:
+        if "GET" not in methods or path.startswith(SKIP_PREFIXES) or path.startswith("/tools/"):
             continue
-        params = re.findall(r"{(\w+)}", route.path)
+        params = re.findall(r"{(\w+)}", path)
         if not params:
-            paths.append(route.path)
+            paths.append(path)
             continue
-        assert len(params) == 1, route.path
+        assert len(params) == 1, path
         kind = next((k for k in pool if k in params[0]), "entity")
         ids = pool.get(kind, c.ids["entity"])
         for i in ids[:6] if quick else ids:
-            paths.append(route.path.replace("{" + params[0] + "}", i))
+            paths.append(path.replace("{" + params[0] + "}", i))
     assert any("taxonomy-proposals" in p for p in paths) and any("/v1/graph/persons/" in p for p in paths), paths
     return paths
 
