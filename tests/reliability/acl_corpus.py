@@ -303,16 +303,12 @@ def viewers() -> list[Who]:
     return out
 
 
-QUICK = (
-    "anonymous",
-    "team-2-only",
+QUICK = (  # one of each kind: sibling, lookalike, role trick, removed / future member, upper-cased, bearer
     "sibling-user",
-    "division-only",
     "swapped-digit-team",
-    "admin-role-only",
+    "admin-role-sibling",
     "removed-member",
     "future-member",
     "upper-sibling-group",
     "bearer-sibling",
-    "bearer-alice-upper",
 )

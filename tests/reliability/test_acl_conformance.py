@@ -92,7 +92,7 @@ def tool_calls(c: Corpus, quick: bool) -> list[tuple[str, dict[str, Any]]]:
     people = [*c.names.values(), "Priya Shah", "Omar Field"]
     every = "quasar " + " ".join(secret_words + [w for n in c.names.values() for w in n.split()])
     queries = [every, "quasar migration codename rollout"] + ([] if quick else secret_words + list(c.names.values()))
-    about = [*people[:3], "Priya Shah"] if quick else people
+    about = [people[2], "Priya Shah"] if quick else people  # quick: a secret fact name and the public person
     ents = c.ids["entity"]
     subj = [{"type": "person", "id": i} for i in ents[:20]]
     window = {"from_time": later(-6000).isoformat(), "to_time": later(6000).isoformat()}
@@ -105,7 +105,7 @@ def tool_calls(c: Corpus, quick: bool) -> list[tuple[str, dict[str, Any]]]:
         "diff_facts": [{"about": a} | window for a in about] + [{"subjects": subj} | window],
         "query_paths": [{"about": a, "max_depth": 3} for a in about] + [{"seeds": subj[:20], "max_depth": 3}],
         "worldbuilder_lookup": [{"name": a} for a in about] + [{"subject": s} for s in (subj[:3] if quick else subj)],
-        "worldbuilder_kb": [{"query": q[:2000], "limit": 50} for q in queries[:2]]
+        "worldbuilder_kb": [{"query": q[:2000], "limit": 50} for q in queries[: 1 if quick else 2]]
         + [{"query": "quasar", "about": a} for a in about],
         "search_procedural_memory": [{"query": q[:2000]} for q in queries[:2]],
         "remember": [{"text": "a probe note", "scope": "user"}],
@@ -135,7 +135,7 @@ def get_routes(w: World, quick: bool) -> list[str]:
         assert len(params) == 1, path
         kind = next((k for k in pool if k in params[0]), "entity")
         ids = pool.get(kind, c.ids["entity"])
-        for i in ids[:6] if quick else ids:
+        for i in ids[:4] if quick else ids:
             paths.append(path.replace("{" + params[0] + "}", i))
     assert any("taxonomy-proposals" in p for p in paths) and any("/v1/graph/persons/" in p for p in paths), paths
     return paths
@@ -210,7 +210,7 @@ def assert_clean(t: Tally, people: list[Who]) -> None:
     # insider control: the secrets are there to be found through these very doors
     must = {"text", "title", "author_name", "fact_subject", "memory", "procedure", "narrowed", "thread_neighbour"}
     assert must <= t.found, f"insider did not reach {must - t.found}"
-    assert len(people) >= 10
+    assert len(people) >= 5
     unknown = t.unknown()
     assert not unknown, unknown[:15]
     assert sum(t.errors.values()) == 0, t.errors
