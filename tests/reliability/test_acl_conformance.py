@@ -15,6 +15,7 @@ and fail, and the marker is removed. The sweep reports them under their name and
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -33,7 +34,7 @@ from services.settings import Settings
 from tests.integration.agents_helpers import serve_app
 from tests.integration.conftest import _teardown, make_settings
 from tests.integration.doors import Answer, RpcDoor, Who, http_call, mcp_calls, rpc_door
-from tests.integration.helpers import eventually, fetch, later
+from tests.integration.helpers import eventually, fetch, fetchval, later
 from tests.reliability.acl_corpus import INSIDER, PU, QUICK, Corpus, build, hierarchy, tokens_file, viewers
 
 SKIP_PREFIXES = ("/v1/admin", "/metrics", "/docs", "/redoc", "/openapi", "/asyncapi", "/healthz", "/readyz", "/mcp")
@@ -69,7 +70,7 @@ async def world(stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
         app = create_app(rt)
         # the effective route table (included routers flattened, prefixes applied)
         routes = [
-            (ctx.path, frozenset(ctx.methods or ()))
+            (str(ctx.path), frozenset(ctx.methods or ()))
             for ctx in iter_route_contexts(app.routes)
             if isinstance(ctx.route, APIRoute)
         ]
@@ -182,6 +183,10 @@ async def sweep(w: World, people: list[Who], quick: bool, t: Tally | None = None
     paths = get_routes(w, quick)
     for who in [INSIDER, *people]:
         insider = who is INSIDER
+        # the insider is the read control: it must not forget the memory it is to find (nor write probes)
+        calls = tool_calls(w.corpus, quick)
+        if insider:
+            calls = [(tool, args) for tool, args in calls if catalogue.BY_NAME[tool].read_only]
         for tool, args in calls:
             sent = json.dumps(args)
             a = await http_call(w.http, "POST", f"/tools/{tool}", args, who)
@@ -210,7 +215,6 @@ def assert_clean(t: Tally, people: list[Who]) -> None:
     # insider control: the secrets are there to be found through these very doors
     must = {"text", "title", "author_name", "fact_subject", "memory", "procedure", "narrowed", "thread_neighbour"}
     assert must <= t.found, f"insider did not reach {must - t.found}"
-    assert len(people) >= 5
     unknown = t.unknown()
     assert not unknown, unknown[:15]
     assert sum(t.errors.values()) == 0, t.errors
@@ -232,13 +236,17 @@ async def test_long_profile_then_replay(world: World) -> None:
 
     people = viewers()
     assert len(people) >= 40, len(people)
+    limit = int(os.environ.get("ORGMEM_ACL_VIEWERS", "0"))  # a shorter long run (checking the suite itself)
+    people = people[-limit:] if limit else people
     t = await sweep(world, people, quick=False)
     report(t, f"long: {len(people)} viewers")
     assert_clean(t, people)
     # replay the log through ingest and the graph stages: the projection rebuilt from it leaks nothing more
     for stage in ("ingest", "extract", "conflicts"):
         await replay(world.settings, stage, start=None)
-    again = await sweep(world, [v for v in people if v.label in QUICK], quick=True)
+    unembedded = "SELECT count(*) FROM chunks WHERE NOT is_parent AND NOT deleted AND embedding IS NULL"
+    await eventually(lambda: fetchval(world.settings, unembedded), until=lambda n: n == 0, timeout=60)
+    again = await sweep(world, [v for v in viewers() if v.label in QUICK], quick=True)
     report(again, "after replay")
     assert_clean(again, people)
 
