@@ -101,7 +101,8 @@ def tool_calls(c: Corpus, quick: bool) -> list[tuple[str, dict[str, Any]]]:
         "retrieve_context": [{"query": q[:2000], "limit": 50} for q in queries]
         + [{"query": "who is this?", "about": a, "mode": "joint", "limit": 50} for a in about]
         + [{"query": "who is this?", "subjects": subj, "mode": "graph_first"}],
-        "search_knowledge_base": [{"query": q[:2000], "limit": 50} for q in queries],
+        # each secret word on its own, in every profile: a one-word query finds its document for sure
+        "search_knowledge_base": [{"query": q[:2000], "limit": 50} for q in dict.fromkeys(queries + secret_words)],
         "query_facts": [{"about": a} for a in about] + [{"subjects": subj}],
         "diff_facts": [{"about": a} | window for a in about] + [{"subjects": subj} | window],
         "query_paths": [{"about": a, "max_depth": 3} for a in about] + [{"seeds": subj[:20], "max_depth": 3}],
