@@ -214,6 +214,13 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
         headers=dict(INSIDER.headers),
     )
     assert mem.status_code == 202, mem.text
+    # the forget probes' target: an admin viewer may forget any memory (by design), so not the secret one
+    target = await http.post(
+        "/v1/memories",
+        json={"text": "Alice's scratch note.", "source": {"session_id": "acl", "event_id": "scratch"}},
+        headers=dict(INSIDER.headers),
+    )
+    assert target.status_code == 202, target.text
     proc = await http.post(
         "/v1/procedural-memories",
         json={
@@ -263,7 +270,7 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
         "entity": sorted({str(r["id"]) for r in ents} | {str(r["id"]) for r in people}),
         "platform_user": [PU, PURGE_PU],
         "procedure": [proc.json()["procedure_id"]],
-        "memory": [mem.json()["memory_id"]],
+        "memory": [target.json()["memory_id"]],
     }
     return c
 
