@@ -8,7 +8,6 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,8 +15,11 @@ import pytest
 
 from services.api import catalogue
 from services.api.app import create_app
+from services.db.migrate import migrate
+from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
 from tests.integration.agents_helpers import mcp_session, serve_app
+from tests.integration.conftest import _teardown, make_settings
 from tests.integration.doors import Answer, RpcDoor, Who, http_call, mcp_calls, rpc_door, rpc_viewer
 from tests.integration.helpers import envelope, later, produce
 from tests.integration.retriever_fixtures import ALICE, T1, hierarchy_file, load_corpus, wait_embedded
@@ -79,18 +81,24 @@ class Stack:
     openapi: dict[str, Any]
 
 
-@pytest.fixture
-async def stack(settings_factory: Any, pipeline: Any, tmp_path: Path) -> AsyncIterator[Stack]:
-    s: Settings = await settings_factory(org_hierarchy_path=hierarchy_file(tmp_path))
-    rt = await pipeline("ingest", "embed", "retrieve", settings_override=s)
-    await load_corpus(s)
-    app = create_app(rt)
-    async with (
-        serve_app(app) as url,
-        httpx.AsyncClient(base_url=url, timeout=60) as http,
-        rpc_door(s) as rpc,
-    ):
-        yield Stack(s, url, http, rpc, app.openapi())
+@pytest.fixture(scope="module")
+async def stack(stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    """One running API + retriever for the module (each catalogue tool is its own test case)."""
+    s = make_settings(stack_env, org_hierarchy_path=hierarchy_file(tmp_path_factory.mktemp("doors")))
+    await migrate(s.database_url, s.db_schema)
+    rt = await start_runtime(s, ["ingest", "embed", "retrieve"])
+    try:
+        await load_corpus(s)
+        app = create_app(rt)
+        async with (
+            serve_app(app) as url,
+            httpx.AsyncClient(base_url=url, timeout=60) as http,
+            rpc_door(s) as rpc,
+        ):
+            yield Stack(s, url, http, rpc, app.openapi())
+    finally:
+        await stop_runtime(rt)
+        await _teardown(stack_env, s)
 
 
 async def three(st: Stack, tool: str, args: dict[str, Any], who: Who) -> tuple[Answer, Answer, Answer]:
@@ -100,38 +108,43 @@ async def three(st: Stack, tool: str, args: dict[str, Any], who: Who) -> tuple[A
     return h, m, r
 
 
-async def test_every_catalogue_tool_is_on_all_three_doors_with_one_schema_acl_and_error_shape(stack: Stack) -> None:
+def test_every_catalogue_tool_has_a_sample_call() -> None:
     assert set(SAMPLES) == set(catalogue.BY_NAME), "every catalogue tool needs a sample call here"
+
+
+@pytest.mark.parametrize("tool", catalogue.TOOLS, ids=lambda t: t.name)
+async def test_the_tool_is_on_all_three_doors_with_one_schema_acl_and_error_shape(
+    stack: Stack, tool: catalogue.CatalogueTool[Any, Any]
+) -> None:
+    # schema: MCP lists the model-facing schema; HTTP documents the tool's full request model
     async with mcp_session(stack.url, dict(ALICE_W.headers)) as s:
         listed = {t.name: t for t in (await s.list_tools()).tools}
     assert set(listed) == set(catalogue.BY_NAME)
+    assert listed[tool.name].input_schema == catalogue.model_schema(tool), tool.name
+    op = stack.openapi["paths"][tool.http_path]["post"]
+    ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref.endswith("/" + tool.request.__name__), (tool.name, ref)
+
+    # error shape: the same status and field on every door (the RPC door dispatched the tool: not "tool")
+    bad = await three(stack, tool.name, SAMPLES[tool.name] | {"bogus": 1}, ALICE_W)
+    assert [(a.status, a.field) for a in bad] == [(422, "bogus")] * 3, (tool.name, bad)
+    if tool.hidden:  # a model-facing door refuses a workspace the credential did not give
+        h, m, r = await three(stack, tool.name, SAMPLES[tool.name] | {"workspace": "elsewhere"}, ALICE_W)
+        assert (m.status, m.field, r.status, r.field) == (422, "workspace", 422, "workspace"), (tool.name, m, r)
+
+    # the same ACL: an outsider and an insider get the same answer through each door
     table: list[str] = []
-    for tool in catalogue.TOOLS:
-        # schema: MCP lists the model-facing schema; HTTP documents the tool's full request model
-        assert listed[tool.name].input_schema == catalogue.model_schema(tool), tool.name
-        op = stack.openapi["paths"][tool.http_path]["post"]
-        ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-        assert ref.endswith("/" + tool.request.__name__), (tool.name, ref)
-
-        # error shape: the same status and field on every door (the RPC door dispatched the tool: not "tool")
-        bad = await three(stack, tool.name, SAMPLES[tool.name] | {"bogus": 1}, ALICE_W)
-        assert [(a.status, a.field) for a in bad] == [(422, "bogus")] * 3, (tool.name, bad)
-        if tool.hidden:  # a model-facing door refuses a workspace the credential did not give
-            h, m, r = await three(stack, tool.name, SAMPLES[tool.name] | {"workspace": "elsewhere"}, ALICE_W)
-            assert (m.status, m.field, r.status, r.field) == (422, "workspace", 422, "workspace"), (tool.name, m, r)
-
-        # the same ACL: an outsider and an insider get the same answer through each door
-        for who in (OUTSIDER, ALICE_W):
-            h, m, r = await three(stack, tool.name, SAMPLES[tool.name], who)
-            assert ok(h.status) == m.status == r.status, (tool.name, who.label, h, m, r)
-            assert h.status < 500
-            assert stable(m.body) == stable(r.body), (tool.name, who.label)
-            assert stable(h.body) == stable(m.body), (tool.name, who.label)
-            table.append(
-                f"{tool.name:26} {who.label:9} http {h.status} {len(h.text):6} B | mcp {m.status} {len(m.text):6} B"
-                f" | rpc {r.status} {len(r.text):6} B"
-            )
-    print("\n".join(table))
+    for who in (OUTSIDER, ALICE_W):
+        h, m, r = await three(stack, tool.name, SAMPLES[tool.name], who)
+        assert ok(h.status) == m.status == r.status, (tool.name, who.label, h, m, r)
+        assert h.status < 500
+        assert stable(m.body) == stable(r.body), (tool.name, who.label)
+        assert stable(h.body) == stable(m.body), (tool.name, who.label)
+        table.append(
+            f"{tool.name:26} {who.label:9} http {h.status} {len(h.text):6} B | mcp {m.status} {len(m.text):6} B"
+            f" | rpc {r.status} {len(r.text):6} B"
+        )
+    print("\n" + "\n".join(table))
 
 
 async def test_unknown_rpc_tool_names_the_tool_field(stack: Stack) -> None:
