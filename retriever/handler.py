@@ -1,9 +1,11 @@
 """Retriever RPC handler: Kafka request/reply on ``<ns>.rpc.retrieve.v1`` (wiring: ``retriever/stage.py``).
 
-Tools: ``retrieve_context``, ``search_knowledge_base`` and the memory writes ``remember`` / ``forget``
-(the same ``MemoryService`` as ``/v1/memories`` and MCP: scope check against the viewer's groups, one
-throttle per process, 403/404/422/429 as structured error replies). The viewer is who the producing
-service says it acts for; an RPC viewer is never an admin.
+Tools: every entry of the tool catalogue (``services/api/catalogue.py``), handed in as ``tools`` — a
+name -> call table the top floor builds (``catalogue.rpc_tools``), so this stage dispatches on the same
+entries, validation and model-facing schemas as MCP, and a new tool is served here the day it is added.
+An unknown tool is a 422 naming ``tool``. Errors are replied with their own status (``services.errors``:
+403/404/422/429/502/503 …). The viewer is who the producing service says it acts for; an RPC viewer is
+never an admin.
 
 Every request is authenticated (``services.credentials.verify_rpc``): it carries an ``agent`` key's id,
 a timestamp within ±5 min and an HMAC-SHA256 over the request (body, reply topic, correlation id,
@@ -28,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from retriever.rpc import (
     CORRELATION_ID,
@@ -42,16 +45,13 @@ from retriever.rpc import (
 )
 from retriever.rpc_auth import prune_request_ids, verify_rpc
 from retriever.service import RetrieverService
-from schemas.memory import ForgetRequest, RememberRequest
-from schemas.tools import RetrieveContextRequest, RpcError, RpcReply, RpcRequest, SearchKnowledgeBaseRequest
+from schemas.tools import RpcError, RpcReply, RpcRequest
 from services.credentials import Credential, CredentialError, KeyStore
 from services.directory import directory_groups
 from services.errors import InvalidPayloadError, OrgMemoryError
-from services.hierarchy import OrgHierarchy
 from services.kafka.app import BrokerPublisher
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
-from services.memories import MemoryService, MemoryWriteError, caller_for
 from services.payload_errors import first_error
 from services.viewer import Viewer
 
@@ -59,6 +59,9 @@ log = logging.getLogger("orgmem.retriever.rpc")
 CONCURRENCY = 32
 REPLY_SEND_TIMEOUT_S = 10.0
 PRUNE_EVERY_S = 60.0
+ToolCall = Callable[[Viewer, Mapping[str, Any], str | None], Awaitable[dict[str, Any]]]
+"""One tool: (viewer, the request's arguments, the credential's workspace or None) -> the JSON result; raises
+``OrgMemoryError`` with its status."""
 
 
 def _validation_error(exc: ValidationError, prefix: str = "") -> RpcError:
@@ -76,15 +79,13 @@ class RpcHandler:
         namespace: str,
         concurrency: int = CONCURRENCY,
         *,
-        memories: MemoryService | None = None,
-        hierarchy: OrgHierarchy | None = None,
+        tools: Mapping[str, ToolCall],
         keys: KeyStore | None = None,
     ) -> None:
         self.service = service
+        self.tools = dict(tools)
         self.keys = keys  # None: every request is refused (no credential can be verified)
         self._pruned_at = 0.0
-        self.memories = memories  # None: remember/forget answer 501
-        self.hierarchy = hierarchy or OrgHierarchy({})
         self.publisher = publisher
         self.dead_letters = dead_letters
         self.namespace = namespace
@@ -156,6 +157,15 @@ class RpcHandler:
             rpc = RpcRequest.model_validate_json(body)
         except ValidationError as exc:
             return RpcReply(ok=False, error=_validation_error(exc))
+        tool = self.tools.get(rpc.tool)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return RpcReply(
+                ok=False,
+                error=RpcError(
+                    type="InvalidPayloadError", message=f"tool: unknown tool (known: {known})", status=422, field="tool"
+                ),
+            )
         if cred.workspace is not None:
             given = rpc.request.get("workspace", cred.workspace)
             if given != cred.workspace:
@@ -163,58 +173,34 @@ class RpcHandler:
                 return RpcReply(
                     ok=False, error=RpcError(type="Forbidden", message=msg, status=403, field="request.workspace")
                 )
-            rpc.request["workspace"] = cred.workspace
+            rpc.request.pop("workspace", None)
         pid = rpc.viewer.principal_id
         try:
             if rpc.viewer.groups is None and pid:  # no groups given: the org directory's
                 groups: tuple[str, ...] = await directory_groups(self.service.pool, self.static_members, pid.lower())
             else:
                 groups = tuple(rpc.viewer.groups or ())
-            viewer = Viewer.of(pid, groups)
-            result: BaseModel
-            if rpc.tool == "retrieve_context":
-                req = RetrieveContextRequest.model_validate(rpc.request)
-                result = await asyncio.wait_for(self.service.retrieve_context(req, viewer), budget_s)
-            elif rpc.tool == "search_knowledge_base":
-                kb = SearchKnowledgeBaseRequest.model_validate(rpc.request)
-                result = await asyncio.wait_for(self.service.search_knowledge_base(kb, viewer), budget_s)
-            else:
-                result = await asyncio.wait_for(self._memory_write(rpc.tool, rpc.request, viewer), budget_s)
-        except ValidationError as exc:
-            return RpcReply(ok=False, error=_validation_error(exc, "request."))
+            viewer = Viewer.of(pid, groups)  # never roles: an RPC viewer is never an admin
+            result = await asyncio.wait_for(tool(viewer, rpc.request, cred.workspace), budget_s)
         except TimeoutError:
             return RpcReply(ok=False, error=RpcError(type="Timeout", message="deadline exceeded", status=504))
-        except MemoryWriteError as exc:
-            return RpcReply(
-                ok=False,
-                error=RpcError(
-                    type=type(exc).__name__,
-                    message=exc.message,
-                    status=exc.status,
-                    field=exc.field,
-                    retry_after_s=exc.retry_after_s,
-                ),
-            )
         except OrgMemoryError as exc:
             code, detail = error_status(exc)
             return RpcReply(
                 ok=False,
-                error=RpcError(type=type(exc).__name__, message=detail["msg"], status=code, field=detail.get("field")),
+                error=RpcError(
+                    type=type(exc).__name__,
+                    message=detail["msg"],
+                    status=code,
+                    field=detail.get("field"),
+                    retry_after_s=exc.retry_after_s,
+                ),
             )
         except Exception as exc:
             log.exception("retrieve request failed")
             return RpcReply(ok=False, error=RpcError(type=type(exc).__name__, message="internal error", status=500))
         self.served += 1
-        return RpcReply(ok=True, result=result.model_dump(mode="json"))
-
-    async def _memory_write(self, tool: str, request: dict[str, object], viewer: Viewer) -> BaseModel:
-        if self.memories is None:
-            raise MemoryWriteError("memory writes are not served by this retriever", status=501, field="tool")
-        caller = caller_for(viewer, self.hierarchy, admin_door=False)
-        if tool == "remember":
-            return await self.memories.remember(RememberRequest.model_validate(request), caller)
-        forget = ForgetRequest.model_validate(request)
-        return await self.memories.forget(forget.memory_id, caller, workspace=forget.workspace)
+        return RpcReply(ok=True, result=result)
 
     async def _reply(self, topic: str, cid: str, reply: RpcReply) -> None:
         try:

@@ -55,13 +55,11 @@ def select(memories: list[Passage], passages: list[Passage], top_k: int) -> list
     return chosen
 
 
-async def preload(
-    svc: RetrieverService, viewer: Viewer, req: PreloadRequest, *, default_top_k: int, workspace: str = "default"
-) -> PreloadResponse:
+async def preload(svc: RetrieverService, viewer: Viewer, req: PreloadRequest, *, default_top_k: int) -> PreloadResponse:
     top_k = req.top_k or default_top_k
     budget = req.max_tokens or DEFAULT_PRELOAD_TOKENS
     found = await svc.search_knowledge_base(
-        SearchKnowledgeBaseRequest(query=req.text, workspace=workspace, limit=min(50, 4 * top_k)), viewer
+        SearchKnowledgeBaseRequest(query=req.text, workspace=req.workspace, limit=min(50, 4 * top_k)), viewer
     )
     memories = [p for p in found.passages if p.source_system == AGENT_SYSTEM]
     chosen = select(memories, [p for p in found.passages if p.source_system != AGENT_SYSTEM], top_k)

@@ -22,14 +22,7 @@ import time
 from typing import Any
 
 from services.credentials import key_id_of, rpc_signing_key
-from services.errors import (
-    InvalidPayloadError,
-    NotFoundError,
-    OrgMemoryError,
-    TransientError,
-    VendorError,
-    VendorRejectedError,
-)
+from services.errors import OrgMemoryError
 
 REPLY_TO = "reply_to"
 CORRELATION_ID = "correlation_id"
@@ -89,15 +82,11 @@ def deadline_ms(header: str | None, record_timestamp_ms: int | None, now_ms: int
 
 
 def error_status(exc: BaseException) -> tuple[int, dict[str, Any]]:
-    """HTTP-style status and detail for an error raised while serving a tool call (HTTP and RPC)."""
-    if isinstance(exc, InvalidPayloadError):
-        return 422, {"field": exc.field, "msg": exc.message}
-    if isinstance(exc, NotFoundError):
-        return 404, {"field": exc.field, "msg": exc.message}
-    if isinstance(exc, VendorError | VendorRejectedError):
-        return 502, {"msg": str(exc)}
-    if isinstance(exc, TransientError):
-        return 503, {"msg": str(exc)}
+    """The status and detail every door reports for an error raised while serving a tool call: the error's
+    own ``status`` (``services.errors``), its ``field`` and message; anything else is a 500 that says nothing."""
     if isinstance(exc, OrgMemoryError):
-        return 500, {"msg": exc.message}
+        detail: dict[str, Any] = {"msg": str(exc) if exc.status > 500 else exc.message}  # 5xx: with its ids
+        if exc.field is not None:
+            detail["field"] = exc.field
+        return exc.status, detail
     return 500, {"msg": "internal error"}

@@ -4,12 +4,13 @@ its own request/reply subscriber (``retriever/handler.py``) instead of the batch
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from faststream import AckPolicy
 from faststream.kafka import KafkaMessage
 
-from retriever.handler import RpcHandler
+from retriever.handler import RpcHandler, ToolCall
 from retriever.wiring import get_service
 from services.credentials import KeyStore
 from services.directory import load_static_members
@@ -17,23 +18,19 @@ from services.kafka.decode import safe_batch_parser
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import from_consumer_records
 from services.kafka.topics import dlq_topic
-from services.memories import get_memory_service
 from services.runtime import Runtime
 from services.stagekit import Stage
 
 MAX_RECORDS = 128
 log = logging.getLogger("orgmem.retriever.rpc")
 
+Tools = Callable[[Runtime], Mapping[str, ToolCall]]
+"""The tool catalogue's dispatch table for a runtime (the top floor's ``services.api.catalogue.rpc_tools``)."""
 
-def build_handler(rt: Runtime, dead_letters: DeadLetters) -> RpcHandler:
+
+def build_handler(rt: Runtime, dead_letters: DeadLetters, tools: Tools) -> RpcHandler:
     handler = RpcHandler(
-        get_service(rt),
-        rt.publisher,
-        dead_letters,
-        rt.settings.topic_namespace,
-        memories=get_memory_service(rt),
-        hierarchy=rt.hierarchy,
-        keys=rpc_keys(rt),
+        get_service(rt), rt.publisher, dead_letters, rt.settings.topic_namespace, tools=tools(rt), keys=rpc_keys(rt)
     )
     handler.static_members = load_static_members(rt.settings.org_hierarchy_path)
     return handler
@@ -53,9 +50,9 @@ async def _passthrough_decoder(msg: Any) -> Any:
     return msg.body
 
 
-def subscribe(rt: Runtime, stage: Stage) -> RpcHandler:
+def subscribe(rt: Runtime, stage: Stage, tools: Tools) -> RpcHandler:
     s = rt.settings
-    handler = build_handler(rt, DeadLetters(rt.publisher, dlq_topic(s, stage.name), stage.name))
+    handler = build_handler(rt, DeadLetters(rt.publisher, dlq_topic(s, stage.name), stage.name), tools)
 
     @rt.broker.subscriber(
         stage.input_topic(s),

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from weakref import WeakKeyDictionary
-
 from retriever.service import RetrieverService
 from services.runtime import Runtime
-
-_SERVICES: WeakKeyDictionary[Runtime, RetrieverService] = WeakKeyDictionary()
 
 
 def get_service(rt: Runtime) -> RetrieverService:
     """The runtime's retriever (shared by the RPC stage and the HTTP tools); built on first use."""
-    service = _SERVICES.get(rt)
-    if service is None:
+
+    def build() -> RetrieverService:
         service = RetrieverService(
             pool=rt.pool,
             hierarchy=rt.hierarchy,
@@ -22,6 +18,7 @@ def get_service(rt: Runtime) -> RetrieverService:
             reranker=rt.clients.reranker,
             synthesizer=rt.clients.synthesizer,
         )
-        _SERVICES[rt] = service
         rt.on_close.append(service.aclose)  # pending access counts, before the pool closes
-    return service
+        return service
+
+    return rt.owned(RetrieverService, build)

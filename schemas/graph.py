@@ -230,21 +230,29 @@ class _Request(BaseModel):
     workspace: SafeStr = Field(default="default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
 
 
-class SubjectRef(_Request):
-    type: SafeStr = Field(min_length=1, max_length=64)
-    id: uuid.UUID
+class SubjectRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: SafeStr = Field(min_length=1, max_length=64, description='the entity type, e.g. "person", "team", "project"')
+    id: uuid.UUID = Field(description="the entity id, as returned in an earlier answer")
 
 
 class _Temporal(_Request):
-    as_of: BoundedDatetime | None = None
-    believed_as_of: BoundedDatetime | None = None
-    as_of_grain: TimeGrain | None = None
+    as_of: BoundedDatetime | None = Field(default=None, description="what held at this time (ISO 8601); default: now")
+    believed_as_of: BoundedDatetime | None = Field(
+        default=None, description="what was recorded as known at this time (ISO 8601)"
+    )
+    as_of_grain: TimeGrain | None = Field(default=None, description="how precise as_of is: day, month, quarter or year")
 
 
 class QueryFactsRequest(_Temporal):
-    subjects: list[SubjectRef] = Field(default_factory=list, max_length=50)
-    about: SafeStr | None = Field(default=None, min_length=1, max_length=200)
-    limit: int = Field(default=50, ge=1, le=500)
+    subjects: list[SubjectRef] = Field(
+        default_factory=list, max_length=50, description="the entities to get facts about, by type and id"
+    )
+    about: SafeStr | None = Field(
+        default=None, min_length=1, max_length=200, description="or: the name of a person, team or project"
+    )
+    limit: int = Field(default=50, ge=1, le=500, description="how many facts to return at most (1 to 500)")
 
     @model_validator(mode="after")
     def _needs_subject(self) -> QueryFactsRequest:
@@ -254,11 +262,18 @@ class QueryFactsRequest(_Temporal):
 
 
 class DiffFactsRequest(_Request):
-    subjects: list[SubjectRef] = Field(default_factory=list, max_length=50)
-    about: SafeStr | None = Field(default=None, min_length=1, max_length=200)
-    from_time: BoundedDatetime
-    to_time: BoundedDatetime
-    axis: Axis = "world"
+    subjects: list[SubjectRef] = Field(
+        default_factory=list, max_length=50, description="the entities to compare, by type and id"
+    )
+    about: SafeStr | None = Field(
+        default=None, min_length=1, max_length=200, description="or: the name of a person, team or project"
+    )
+    from_time: BoundedDatetime = Field(description="the start of the period (ISO 8601)")
+    to_time: BoundedDatetime = Field(description="the end of the period (ISO 8601)")
+    axis: Axis = Field(
+        default="world",
+        description="world: what changed in reality over the period; belief: what changed in what was recorded",
+    )
 
     @model_validator(mode="after")
     def _needs_subject(self) -> DiffFactsRequest:
@@ -268,11 +283,17 @@ class DiffFactsRequest(_Request):
 
 
 class QueryPathsRequest(_Temporal):
-    seeds: list[SubjectRef] = Field(default_factory=list, max_length=20)
-    about: SafeStr | None = Field(default=None, min_length=1, max_length=200)
-    max_depth: int = Field(default=2, ge=1, le=4)
-    max_fanout: int = Field(default=20, ge=1, le=100)
-    limit: int = Field(default=20, ge=1, le=200)
+    seeds: list[SubjectRef] = Field(
+        default_factory=list, max_length=20, description="the entities to start from, by type and id"
+    )
+    about: SafeStr | None = Field(
+        default=None, min_length=1, max_length=200, description="or: the name of a person, team or project"
+    )
+    max_depth: int = Field(default=2, ge=1, le=4, description="how many relationship hops to follow (1 to 4)")
+    max_fanout: int = Field(
+        default=20, ge=1, le=100, description="how many relationships to follow from each entity (1 to 100)"
+    )
+    limit: int = Field(default=20, ge=1, le=200, description="how many paths to return at most (1 to 200)")
 
     @model_validator(mode="after")
     def _needs_seed(self) -> QueryPathsRequest:

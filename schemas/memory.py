@@ -120,7 +120,7 @@ class ListMemoriesRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     scope: str | None = Field(default=None, description='omitted: mine; "user": my private memories; group:<uuid>')
-    limit: int = Field(default=20, description="clamped to 1..100")
+    limit: int = Field(default=20, description="memories per page, at most 100")
     cursor: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     workspace: Workspace = "default"
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from schemas.tools import Query, _clamp, _Req
+from schemas.tools import Query, Workspace, _clamp, _Req
 
 MAX_PRELOAD_TOP_K = 20
 DEFAULT_PRELOAD_TOKENS = 800
@@ -25,6 +25,7 @@ class PreloadRequest(_Req):
     max_tokens: int | None = Field(
         default=None, description="Token budget of the returned block (default 800); lower items are cut first."
     )
+    workspace: Workspace = Field(default="default", description="the workspace (from the credential, never a model)")
 
     @field_validator("top_k", mode="before")
     @classmethod

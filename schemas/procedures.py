@@ -100,9 +100,13 @@ class ProcedureDetail(BaseModel):
 
 class SearchProceduralMemoryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
-    workspace: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = "default"
-    limit: int = Field(default=5, ge=1, le=20)
+    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)] = Field(
+        description="the task you need a procedure for, in natural language"
+    )
+    workspace: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = Field(
+        default="default", description="operators only: the workspace to read"
+    )
+    limit: int = Field(default=5, ge=1, le=20, description="how many procedures to return at most (1 to 20)")
 
 
 class ProcedureHit(BaseModel):

@@ -23,7 +23,6 @@ MAX_TOKENS = 100_000
 Mode = Literal["vector_first", "graph_first", "joint", "fabric"]
 Grain = Literal["day", "month", "quarter", "year", "unknown"]
 Arms = Literal["full", "hybrid", "lexical", "dense"]
-Tool = Literal["retrieve_context", "search_knowledge_base", "remember", "forget"]
 _STORABLE = AfterValidator(storable_value)  # no NUL, no lone surrogate: what Postgres and UTF-8 can carry
 Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS), _STORABLE]
 Workspace = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
@@ -50,17 +49,29 @@ class _Req(BaseModel):
 class Subject(_Req):
     """An explicit graph seed, e.g. ``{"type": "person", "id": "<uuid>"}``."""
 
-    type: ShortName
-    id: uuid.UUID
+    type: ShortName = Field(description='the entity type, e.g. "person", "team", "project"')
+    id: uuid.UUID = Field(description="the entity id, as returned in an earlier answer (subjects, facts, paths)")
 
 
 class PassageFilters(_Req):
-    source_systems: list[ShortName] = Field(default_factory=list, max_length=32)
-    kinds: list[ShortName] = Field(default_factory=list, max_length=16)
-    date_from: BoundedDatetime | None = Field(default=None, description="inclusive lower bound on event_time")
-    date_to: BoundedDatetime | None = Field(default=None, description="exclusive upper bound on event_time")
+    source_systems: list[ShortName] = Field(
+        default_factory=list,
+        max_length=32,
+        description='only passages from these source systems, e.g. ["slack", "jira"]; empty: all',
+    )
+    kinds: list[ShortName] = Field(
+        default_factory=list,
+        max_length=16,
+        description='only these kinds of document, e.g. ["message", "ticket", "page"]; empty: all',
+    )
+    date_from: BoundedDatetime | None = Field(
+        default=None, description="only passages written at or after this time (ISO 8601)"
+    )
+    date_to: BoundedDatetime | None = Field(
+        default=None, description="only passages written before this time (ISO 8601)"
+    )
     author: Annotated[str, StringConstraints(min_length=1, max_length=320), _STORABLE] | None = Field(
-        default=None, description="author person id (uuid) or email"
+        default=None, description="only passages written by this person: their id (uuid) or email"
     )
 
     @field_validator("date_from", "date_to")
@@ -70,12 +81,16 @@ class PassageFilters(_Req):
 
 
 class SearchKnowledgeBaseRequest(_Req):
-    query: Query
-    workspace: Workspace = "default"
-    limit: int = Field(default=DEFAULT_LIMIT, description="clamped to 1..50")
-    filters: PassageFilters = Field(default_factory=PassageFilters)
-    as_of: BoundedDatetime | None = Field(default=None, description="upper bound on passage event_time")
-    arms: Arms = Field(default="full", description="evaluation override: which arms to fuse")
+    query: Query = Field(description="what you are looking for, in natural language (up to 2,000 characters)")
+    workspace: Workspace = Field(default="default", description="operators only: the workspace to read")
+    limit: int = Field(default=DEFAULT_LIMIT, description="how many passages to return at most (1 to 50)")
+    filters: PassageFilters = Field(
+        default_factory=PassageFilters, description="narrow the search by source, kind, date range or author"
+    )
+    as_of: BoundedDatetime | None = Field(
+        default=None, description="only passages written up to this time (ISO 8601): the state as of then"
+    )
+    arms: Arms = Field(default="full", description="operators only: which retrieval arms to fuse (evaluation)")
 
     @field_validator("limit", mode="before")
     @classmethod
@@ -89,15 +104,27 @@ class SearchKnowledgeBaseRequest(_Req):
 
 
 class RetrieveContextRequest(SearchKnowledgeBaseRequest):
-    mode: Mode = "vector_first"
-    subjects: list[Subject] = Field(default_factory=list, max_length=20)
-    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE] | None = (
-        None
+    mode: Mode = Field(
+        default="vector_first",
+        description="vector_first (default): search passages, then add graph facts; graph_first: start from "
+        "the entities in subjects/about and their relationships; joint: both equally",
     )
-    believed_as_of: BoundedDatetime | None = None
-    as_of_grain: Grain | None = Field(default=None, description="host value wins over the planner's grain")
-    max_tokens: int | None = Field(default=None, description="packing budget, clamped to 1..100000")
-    synthesize: bool = False
+    subjects: list[Subject] = Field(
+        default_factory=list, max_length=20, description="entities to anchor on, by type and id (up to 20)"
+    )
+    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE] | None = (
+        Field(default=None, description="the name of a person, team or project the question is about")
+    )
+    believed_as_of: BoundedDatetime | None = Field(
+        default=None, description="answer with what was recorded as known at this time (ISO 8601)"
+    )
+    as_of_grain: Grain | None = Field(
+        default=None, description="how precise as_of is: day, month, quarter or year (default: read from the query)"
+    )
+    max_tokens: int | None = Field(
+        default=None, description="the most tokens the answer may take (1 to 100,000); default: no limit"
+    )
+    synthesize: bool = Field(default=False, description="true: also return a short written answer with citations")
 
     @field_validator("max_tokens", mode="before")
     @classmethod
@@ -176,7 +203,7 @@ class RpcRequest(_Req):
     """Body of a record on ``<ns>.rpc.retrieve.v1``; headers carry ``reply_to``, ``correlation_id``
     and ``deadline`` (epoch milliseconds)."""
 
-    tool: Tool = "retrieve_context"
+    tool: ShortName = Field(default="retrieve_context", description="a tool of the tool catalogue, by name")
     viewer: RpcViewer = Field(default_factory=RpcViewer)
     request: dict[str, Any]
 

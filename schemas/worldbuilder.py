@@ -29,15 +29,17 @@ class _Read(BaseModel):
 
 
 class WorldbuilderKbRequest(_Req):
-    query: Query
-    workspace: Workspace = "default"
-    limit: int = Field(default=10, ge=1, le=MAX_LIMIT, description="documents returned")
+    query: Query = Field(description="what you are looking for, in natural language")
+    workspace: Workspace = Field(default="default", description="operators only: the workspace to read")
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT, description="how many documents to return at most")
     about: Name | None = Field(
         default=None, description="a person's name, email or id: only documents the person PARTICIPATES in"
     )
     author: Name | None = Field(default=None, description="a person's name, email or id: only documents they AUTHORED")
-    filters: PassageFilters = Field(default_factory=PassageFilters)
-    as_of: datetime | None = Field(default=None, description="upper bound on passage event_time")
+    filters: PassageFilters = Field(
+        default_factory=PassageFilters, description="narrow the search by source, kind, date range or author"
+    )
+    as_of: datetime | None = Field(default=None, description="only documents written up to this time (ISO 8601)")
 
     @model_validator(mode="after")
     def _author_once(self) -> WorldbuilderKbRequest:
@@ -83,11 +85,11 @@ class WorldbuilderKbResponse(_Read):
 
 
 class WorldbuilderLookupRequest(_Req):
-    workspace: Workspace = "default"
-    name: Name | None = None
-    subject: SubjectRef | None = None
-    type: ProfileKind | None = Field(default=None, description="type hint for `name`")
-    synthesize: bool = Field(default=False, description="LLM summary over the grounded fields (budgeted)")
+    workspace: Workspace = Field(default="default", description="operators only: the workspace to read")
+    name: Name | None = Field(default=None, description="the name of the person, team, project or term to look up")
+    subject: SubjectRef | None = Field(default=None, description="or: the entity by type and id")
+    type: ProfileKind | None = Field(default=None, description="what kind of thing name is, if you know it")
+    synthesize: bool = Field(default=False, description="true: add a short written summary of the profile")
 
     @model_validator(mode="after")
     def _one_of(self) -> WorldbuilderLookupRequest:

@@ -6,7 +6,9 @@ Two branches matter to the delivery machinery:
 - ``PermanentError``: retrying cannot help (invalid payload, poison message, unresolved author).
   Stages dead-letter at once and the partition moves on.
 
-Errors carry ids (``context``) so logs and dead-letter headers can name what failed.
+Errors carry ids (``context``) so logs and dead-letter headers can name what failed, and their own
+answer to a caller: ``status`` (the HTTP status every door reports: HTTP, MCP, Kafka request/reply),
+``field`` (the input at fault, if any) and ``retry_after_s`` (with 429/503: when to try again).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from typing import Any
 
 class OrgMemoryError(Exception):
     """Root of every error raised on purpose by Org Memory code."""
+
+    status: int = 500
+    field: str | None = None
+    retry_after_s: float | None = None
 
     def __init__(self, message: str, **context: Any) -> None:
         super().__init__(message)
@@ -32,6 +38,8 @@ class OrgMemoryError(Exception):
 class TransientError(OrgMemoryError):
     """Retry with backoff; dead-letter once the retry budget is spent."""
 
+    status = 503
+
 
 class PermanentError(OrgMemoryError):
     """Dead-letter immediately; never retried."""
@@ -44,6 +52,8 @@ class ConfigurationError(OrgMemoryError):
 class InvalidPayloadError(PermanentError):
     """A message or request body failed validation. ``field`` names the culprit."""
 
+    status = 422
+
     def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
         super().__init__(message, field=field, **context)
         self.field = field
@@ -51,6 +61,8 @@ class InvalidPayloadError(PermanentError):
 
 class NotFoundError(PermanentError):
     """Nothing the viewer may see has this id or name (a 404: never says whether it exists)."""
+
+    status = 404
 
     def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
         super().__init__(message, field=field, **context)
@@ -60,13 +72,19 @@ class NotFoundError(PermanentError):
 class UnresolvedAuthorError(PermanentError):
     """Registry-bound structured fields need an author that resolves to a person."""
 
+    status = 422
+
 
 class VendorError(TransientError):
     """An embedding / LLM / rerank vendor call failed (5xx, timeout, connection)."""
 
+    status = 502
+
 
 class VendorRejectedError(PermanentError):
     """The vendor refused the request for a reason retrying cannot fix (4xx)."""
+
+    status = 502
 
 
 class ObjectStoreError(TransientError):
@@ -80,6 +98,19 @@ class SchemaVersionError(ConfigurationError):
 class IdempotencyConflictError(PermanentError):
     """An ``envelope_id`` (the idempotency key) re-used with different content: a client error."""
 
+    status = 409
+
     def __init__(self, message: str, *, field: str = "envelope_id", **context: Any) -> None:
         super().__init__(message, field=field, **context)
         self.field = field
+
+
+class BusyError(TransientError):
+    """Too many requests of this kind right now (a 429 with ``retry_after_s``), e.g. concurrent graph walks."""
+
+    status = 429
+
+    def __init__(self, message: str, *, field: str = "request", retry_after_s: float = 1.0, **context: Any) -> None:
+        super().__init__(message, field=field, **context)
+        self.field = field
+        self.retry_after_s = retry_after_s

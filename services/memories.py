@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from weakref import WeakKeyDictionary
 
 import asyncpg
 
@@ -303,24 +302,19 @@ class MemoryService:
         )
 
 
-_SERVICES: WeakKeyDictionary[Runtime, MemoryService] = WeakKeyDictionary()
-
-
 def get_memory_service(rt: Runtime) -> MemoryService:
     """The runtime's memory-write service, built on first use: one throttle per process, whichever door
     (HTTP, MCP, Kafka request/reply) the write comes through."""
-    existing = _SERVICES.get(rt)
-    if existing is not None:
-        return existing
     s = rt.settings
-    svc = MemoryService(
-        pool=rt.pool,
-        publisher=rt.publisher,
-        topic=s.topic("envelopes"),
-        throttle=WriteThrottle(cooldown_s=s.memory_write_cooldown_s, cap=s.memory_write_cap),
+    return rt.owned(
+        MemoryService,
+        lambda: MemoryService(
+            pool=rt.pool,
+            publisher=rt.publisher,
+            topic=s.topic("envelopes"),
+            throttle=WriteThrottle(cooldown_s=s.memory_write_cooldown_s, cap=s.memory_write_cap),
+        ),
     )
-    _SERVICES[rt] = svc
-    return svc
 
 
 def caller_for(viewer: Viewer, hierarchy: OrgHierarchy, *, admin_door: bool = True) -> Caller:

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import asyncpg
 from faststream.kafka import KafkaBroker
@@ -46,6 +46,7 @@ class Clients:
     llm_extractor: LlmExtraction | None = None
 
 
+T = TypeVar("T")
 ClientFactory = Callable[[Settings, EmbeddingConfig, Registry], Clients]
 ClientName = Literal["embedder", "reranker", "synthesizer", "llm_extractor"]
 """A ``Clients`` field: what a stage (``services.stagekit.Stage.clients``) or the HTTP API needs built."""
@@ -71,6 +72,17 @@ class Runtime:
     on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run first on close, while the pool is open (e.g. the retriever's pending access counts)."""
     _graph_walk_slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
+    _owned: dict[type, object] = field(default_factory=dict, init=False, repr=False)
+    """The services built once from this runtime's clients (retriever, memory writes, profile synthesis)."""
+
+    def owned(self, kind: type[T], build: Callable[[], T]) -> T:
+        """This runtime's one ``kind`` service, built by ``build`` on first use. What a runtime owns is a
+        field of the runtime (no module-global cache keyed by runtime): it lives and dies with it."""
+        found = self._owned.get(kind)
+        if found is None:
+            found = self._owned[kind] = build()
+        assert isinstance(found, kind)
+        return found
 
     @property
     def graph_walk_slots(self) -> asyncio.Semaphore:

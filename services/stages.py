@@ -20,6 +20,7 @@ import ingest.stage
 import retriever.stage
 import services.collaboration.stage
 import services.conflicts.stage
+from services.api.catalogue import rpc_tools
 from services.kafka.app import build_broker
 from services.kafka.lag import Lag, group_lag
 from services.runtime import ClientName, Runtime
@@ -53,10 +54,10 @@ CATALOGUE: tuple[Stage, ...] = (
     Stage(
         name="retrieve",
         topic="rpc.retrieve",
-        description="retrieve_context / search_knowledge_base requests; replies go to the reply_to topic",
-        build_handler=retriever.stage.build_handler,
+        description="Agent tool calls (every tool of the tool catalogue); replies go to the reply_to topic",
+        build_handler=lambda rt, dead_letters: retriever.stage.build_handler(rt, dead_letters, rpc_tools),
         max_records=lambda s: retriever.stage.MAX_RECORDS,
-        subscribe=retriever.stage.subscribe,
+        subscribe=lambda rt, stage: retriever.stage.subscribe(rt, stage, rpc_tools),
         writes_projection=False,
         clients=API_CLIENTS,
     ),

@@ -20,7 +20,6 @@ from services.api import (
     mcp,
     memories,
     openapi,
-    preload,
     procedures,
     taxonomy,
     tools,
@@ -94,8 +93,7 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(memories.router, responses=errors.responses(403, 404, 429))
     app.include_router(consolidations.router, responses=errors.responses(403, 404, 409))
     mcp.mount(app, mcp_server, rt.settings)
-    app.include_router(tools.router, responses=errors.responses(502))
-    app.include_router(preload.router, responses=errors.responses(502))
+    app.include_router(tools.router, responses=errors.responses(403, 404, 502))  # every catalogue tool
     app.include_router(graph.router, responses=errors.responses(404))
     app.include_router(admin.router, responses=errors.responses(403, 404))
     app.include_router(worldbuilder.router, responses=errors.responses(404))

@@ -7,6 +7,7 @@ encodable), and every message is made UTF-8 safe. ``responses(...)`` documents t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.errors import ObjectStoreError
+from retriever.rpc import error_status
+from services.errors import ObjectStoreError, OrgMemoryError
 
 # the field an error names when the raiser named none
 DEFAULT_FIELD = {
@@ -198,8 +200,20 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
 )
 
 
+async def _on_org_memory_error(request: Request, exc: Exception) -> JSONResponse:
+    """An ``OrgMemoryError`` a route let through answers with its own ``status`` / ``field`` (the same
+    status the MCP and Kafka request/reply doors report for it)."""
+    assert isinstance(exc, OrgMemoryError)
+    code, detail = error_status(exc)
+    headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))} if exc.retry_after_s is not None else None
+    if code == 429 and headers is None:
+        headers = {"Retry-After": "3600"}  # a cap refusal: no useful retry time within the session
+    return error_response(code, detail, headers)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers (our error shape everywhere; database budget and outages are 503)."""
+    app.add_exception_handler(OrgMemoryError, _on_org_memory_error)
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(asyncpg.QueryCanceledError, _on_budget)

@@ -25,6 +25,7 @@ from schemas.graph import (
 )
 from schemas.validation import BoundedDatetime
 from services.api.auth import require_viewer
+from services.errors import BusyError
 from services.graph import cards, reads
 from services.runtime import Runtime
 from services.viewer import Principals, Viewer
@@ -126,30 +127,11 @@ async def _walk_slot(rt: Runtime) -> AsyncIterator[None]:
     try:
         await asyncio.wait_for(slots.acquire(), timeout=settings.graph_walk_queue_s)
     except TimeoutError:
-        raise HTTPException(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            detail={"field": "request", "msg": "too many concurrent graph walks; retry later", "type": "busy"},
-            headers={"Retry-After": "1"},
-        ) from None
+        raise BusyError("too many concurrent graph walks; retry later", retry_after_s=1.0) from None
     try:
         yield
     finally:
         slots.release()
-
-
-@router.post("/tools/query_facts", response_model=FactsResponse)
-async def query_facts(body: QueryFactsRequest, request: Request, viewer: ViewerDep) -> FactsResponse:
-    return await run_query_facts(_runtime(request), viewer, body)
-
-
-@router.post("/tools/diff_facts", response_model=FactDiff)
-async def diff_facts(body: DiffFactsRequest, request: Request, viewer: ViewerDep) -> FactDiff:
-    return await run_diff_facts(_runtime(request), viewer, body)
-
-
-@router.post("/tools/query_paths", response_model=PathsResponse)
-async def query_paths(body: QueryPathsRequest, request: Request, viewer: ViewerDep) -> PathsResponse:
-    return await run_query_paths(_runtime(request), viewer, body)
 
 
 async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:

@@ -1,11 +1,12 @@
 """The MCP server (``mcp`` 2.x ``MCPServer``): our agent tools for MCP clients, over streamable HTTP at
 ``/mcp`` in the API process and over stdio (``orgmem mcp``).
 
-One implementation: every tool calls the same service functions as the HTTP routes
-(``RetrieverService``, ``services.api.graph.run_*``, ``MemoryService``). Input schemas are the pydantic
-contracts' JSON Schemas; arguments are validated by those contracts (a bad argument is a tool error
-naming the field). Results are structured content plus a compact text rendering with numbered
-citations.
+One implementation: the tools are the tool catalogue's (``services/api/catalogue.py``), the same
+entries the HTTP routes and the Kafka request/reply door are generated from. Input schemas are the
+catalogue's model-facing schemas (no workspace, no evaluation knob, a description on every property);
+arguments are validated by the catalogue (a bad argument is a tool error ``<field>: <msg> (status
+422)``). Results are structured content (diagnostics only with ``diagnostics: true``) plus a compact
+text rendering with numbered citations.
 
 Identity never comes from tool arguments. HTTP: ``McpAuth`` authenticates every request before the
 MCP transport sees it — ``X-Api-Key`` (constant time) with ``X-Principal-Id`` / ``X-Principal-Groups``
@@ -23,7 +24,6 @@ import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,25 +34,18 @@ from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retriever.rpc import error_status
-from retriever.wiring import get_service
 from schemas.envelope import Principal
-from schemas.graph import DiffFactsRequest, QueryFactsRequest, QueryPathsRequest
-from schemas.memory import ForgetRequest, RememberRequest
-from schemas.procedures import SearchProceduralMemoryRequest
-from schemas.tools import RetrieveContextRequest, SearchKnowledgeBaseRequest
-from schemas.worldbuilder import WorldbuilderKbRequest, WorldbuilderLookupRequest
-from services.api import graph, procedures, worldbuilder
+from services.api import catalogue
 from services.api.auth import CREDENTIAL_STATE, credential_of, require_viewer, viewer_for
+from services.api.catalogue import CatalogueTool
 from services.api.errors import error_response
-from services.credentials import Credential, CredentialError, bind_workspace
+from services.credentials import Credential
 from services.errors import ConfigurationError, OrgMemoryError
-from services.memories import MemoryWriteError, caller_of, get_memory_service
-from services.metrics import RETRIEVALS
 from services.runtime import Runtime
 from services.viewer import Viewer
 
@@ -129,157 +122,38 @@ def _result(tool: str, response: BaseModel) -> CallToolResult:
 
 
 # ---- tools ------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    name: str
-    model: type[BaseModel]
-    description: str
-    run: Callable[[Runtime, Viewer, Any], Awaitable[BaseModel]]
-    read_only: bool = True
-
-
-async def _retrieve(rt: Runtime, viewer: Viewer, req: RetrieveContextRequest) -> BaseModel:
-    RETRIEVALS.labels("retrieve_context", "mcp").inc()
-    return await get_service(rt).retrieve_context(req, viewer)
-
-
-async def _search(rt: Runtime, viewer: Viewer, req: SearchKnowledgeBaseRequest) -> BaseModel:
-    RETRIEVALS.labels("search_knowledge_base", "mcp").inc()
-    return await get_service(rt).search_knowledge_base(req, viewer)
-
-
-async def _remember(rt: Runtime, viewer: Viewer, req: RememberRequest) -> BaseModel:
-    return await get_memory_service(rt).remember(req, caller_of(rt, viewer))
-
-
-async def _lookup(rt: Runtime, viewer: Viewer, req: WorldbuilderLookupRequest) -> BaseModel:
-    return await worldbuilder.run_worldbuilder_lookup(rt, viewer, req)
-
-
-async def _procedures(rt: Runtime, viewer: Viewer, req: SearchProceduralMemoryRequest) -> BaseModel:
-    return await procedures.run_search_procedural_memory(rt, viewer, req)
-
-
-async def _forget(rt: Runtime, viewer: Viewer, req: ForgetRequest) -> BaseModel:
-    return await get_memory_service(rt).forget(req.memory_id, caller_of(rt, viewer), workspace=req.workspace)
-
-
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        "retrieve_context",
-        RetrieveContextRequest,
-        "DEFAULT TOOL — call this first for any question about the organisation's work: people, teams, "
-        "projects, decisions, documents, messages, tickets, who owns or knows what, and what changed when. "
-        "One call returns the passages you are allowed to see (hybrid search), structured facts and "
-        "relationship paths from the knowledge graph, packed to max_tokens, each with a numbered citation "
-        "(source system, external id, url, event time) you can quote. Time phrases in the query "
-        '("as of March 2024", "last quarter", "what changed since …") are understood; use subjects/about '
-        "to anchor on an entity. Results are already limited to what the current user may see.",
-        _retrieve,
-    ),
-    ToolSpec(
-        "search_knowledge_base",
-        SearchKnowledgeBaseRequest,
-        "Passage search only (no graph facts): the best matching passages with citations. Prefer "
-        "retrieve_context unless you need raw ranked passages, filters (source_systems, kinds, date range, "
-        "author) or more results.",
-        _search,
-    ),
-    ToolSpec(
-        "query_facts",
-        QueryFactsRequest,
-        "Structured facts (claims with evidence) about given entities — a person, team or project given by "
-        "subjects [{type, id}] or by name in about — optionally as of a time (as_of) or as believed at a "
-        "time (believed_as_of).",
-        lambda rt, v, req: graph.run_query_facts(rt, v, req),
-    ),
-    ToolSpec(
-        "diff_facts",
-        DiffFactsRequest,
-        "What changed about given entities between from_time and to_time: facts added, removed and changed.",
-        lambda rt, v, req: graph.run_diff_facts(rt, v, req),
-    ),
-    ToolSpec(
-        "query_paths",
-        QueryPathsRequest,
-        "Relationship paths from seed entities through the knowledge graph (who works with whom, which "
-        "team owns which project), bounded by max_depth and max_fanout.",
-        lambda rt, v, req: graph.run_query_paths(rt, v, req),
-    ),
-    ToolSpec(
-        "worldbuilder_lookup",
-        WorldbuilderLookupRequest,
-        "A profile of one person, team, project or glossary term by name (type optional) or subject: "
-        "summary, title, team, manager, reports, current projects, key collaborators, members, definition, "
-        "recent activity, aliases — every field with its evidence document ids and as_of, limited to what "
-        "the current user may see.",
-        _lookup,
-    ),
-    ToolSpec(
-        "search_procedural_memory",
-        SearchProceduralMemoryRequest,
-        "Find saved procedures (how-tos, runbooks: name, when to use, numbered steps, tools) matching a task "
-        "description; returns each procedure's current version with its steps.",
-        _procedures,
-    ),
-    ToolSpec(
-        "remember",
-        RememberRequest,
-        "Save a memory for later retrieval: a note, decision, preference, fact or procedure, written as a "
-        'self-contained statement. scope "user" keeps it private to the current user; a group principal '
-        "(group:<uuid>, a team/division/org the user belongs to) shares it with every member beneath it. "
-        "Returns memory_id (pass it to forget). Give source.session_id and source.event_id so a retry is "
-        "one memory.",
-        _remember,
-        read_only=False,
-    ),
-    ToolSpec(
-        "forget",
-        ForgetRequest,
-        "Delete a memory you (the current user) wrote earlier, by the memory_id remember returned.",
-        _forget,
-        read_only=False,
-    ),
-    ToolSpec(
-        "worldbuilder_kb",
-        WorldbuilderKbRequest,
-        "Search the knowledge base grouped per document, with the people who took part; about = only "
-        "documents a person participates in, author = only documents they wrote.",
-        lambda rt, v, req: worldbuilder.run_worldbuilder_kb(rt, v, req),
-    ),
-)
 JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have their own rendering above
 
 
-def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
+def tool_error(exc: OrgMemoryError) -> CallToolResult:
+    """The MCP form of the error every door reports: a tool error whose text is ``<field>: <msg> (status
+    <n>)`` and whose structured content is ``{"error": {"type", "message", "status", "field"}}`` — the
+    Kafka door's ``RpcError``."""
+    code, detail = error_status(exc)
+    field = detail.get("field")
+    msg = str(detail.get("msg", ""))
+    if field and msg.startswith(f"{field}: "):
+        msg = msg[len(field) + 2 :]
+    error = {"type": type(exc).__name__, "message": msg, "status": code, "field": field}
+    text = f"{field + ': ' if field else ''}{msg} (status {code})"
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content={"error": error}, is_error=True
+    )
+
+
+def _tool(spec: CatalogueTool[Any, Any], runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
     async def call(ctx: Context, **arguments: Any) -> CallToolResult:
         found = viewer_of(ctx)
         viewer = await found if inspect.isawaitable(found) else found
-        workspace = credential_workspace(ctx)
-        default = getattr(spec.model.model_fields.get("workspace"), "default", None)
-        if workspace is not None and arguments.get("workspace") == default:
-            arguments.pop("workspace")  # the SDK passes schema defaults: the default is "not given"
+        workspace = credential_workspace(ctx)  # a key bound to a workspace runs its calls there
         try:
-            req = spec.model.model_validate(arguments)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ToolError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
-        try:
-            req = bind_workspace(req, workspace)
-        except CredentialError as exc:
-            raise ToolError(f"{exc.field}: {exc.msg} (status {exc.status})") from exc
-        try:
-            response = await spec.run(runtime_of(), viewer, req)
-        except MemoryWriteError as exc:
-            raise ToolError(f"{exc.field or 'request'}: {exc.message} (status {exc.status})") from exc
+            data = await catalogue.call(spec, runtime_of(), viewer, arguments, "mcp", workspace)
         except OrgMemoryError as exc:
-            code, detail = error_status(exc)
-            field = detail.get("field")
-            raise ToolError(f"{field + ': ' if field else ''}{detail.get('msg')} (status {code})") from exc
-        return _result(spec.name, response)
+            return tool_error(exc)
+        return CallToolResult(content=[TextContent(type="text", text=render(spec.name, data))], structured_content=data)
 
     call.__name__ = spec.name
-    # the SDK reads the signature for the context parameter; arguments come from the contract model
+    # the SDK reads the signature for the context parameter; arguments are the catalogue's model-facing ones
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)],
         return_annotation=CallToolResult,
@@ -291,10 +165,18 @@ def _tool(spec: ToolSpec, runtime_of: RuntimeOf, viewer_of: ViewerOf) -> Tool:
         description=spec.description,
         annotations=ToolAnnotations(read_only_hint=spec.read_only, open_world_hint=False),
     )
-    args_model = type(f"{spec.model.__name__}Arguments", (spec.model, ArgModelBase), {})
-    tool.fn_metadata.arg_model = args_model
-    tool.parameters = spec.model.model_json_schema(by_alias=True)
+    tool.fn_metadata.arg_model = _PassThrough  # validation is the catalogue's (one rule set for MCP and RPC)
+    tool.parameters = catalogue.model_schema(spec)
     return tool
+
+
+class _PassThrough(ArgModelBase):
+    """Hands every argument on untouched; ``catalogue.parse`` validates them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
 
 
 def build_mcp_server(runtime_of: RuntimeOf, viewer_of: ViewerOf) -> MCPServer[Any]:
@@ -304,7 +186,7 @@ def build_mcp_server(runtime_of: RuntimeOf, viewer_of: ViewerOf) -> MCPServer[An
         instructions="Workplace memory. Call retrieve_context first for questions about the organisation; "
         "results are limited to what the current user may see. Use remember/forget to write memories.",
         version="0.1.0",
-        tools=[_tool(spec, runtime_of, viewer_of) for spec in TOOLS],
+        tools=[_tool(spec, runtime_of, viewer_of) for spec in catalogue.TOOLS],
         log_level="WARNING",
     )
 

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
 from retriever.procedures_search import search_procedures
-from retriever.rpc import error_status
 from retriever.wiring import get_service
 from schemas.envelope import ChangeEnvelope
 from schemas.procedures import (
@@ -27,7 +26,6 @@ from schemas.procedures import (
 )
 from services import procedures
 from services.api.auth import require_viewer
-from services.errors import OrgMemoryError
 from services.memories import PRINCIPAL_NAMESPACE
 from services.runtime import Runtime
 from services.viewer import Viewer
@@ -168,14 +166,3 @@ async def run_search_procedural_memory(
 ) -> SearchProceduralMemoryResponse:
     """The tool itself (HTTP route and MCP): procedures only, each hit's current version with its steps."""
     return await search_procedures(get_service(rt), body, viewer)
-
-
-@router.post("/tools/search_procedural_memory", response_model=SearchProceduralMemoryResponse)
-async def search_procedural_memory(
-    body: SearchProceduralMemoryRequest, request: Request, viewer: ViewerDep
-) -> SearchProceduralMemoryResponse:
-    try:
-        return await run_search_procedural_memory(_runtime(request), viewer, body)
-    except OrgMemoryError as exc:
-        code, detail = error_status(exc)
-        raise HTTPException(code, detail=detail) from exc

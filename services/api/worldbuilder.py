@@ -4,13 +4,10 @@ identity bridge ``GET /v1/graph/persons/by-platform-user/{platform_user_id}``.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable
 from typing import Annotated, TypeVar
-from weakref import WeakKeyDictionary
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
-from retriever.rpc import error_status
 from retriever.wiring import get_service
 from retriever.worldbuilder_kb import worldbuilder_kb as run_kb
 from schemas.graph import EntityBrief, PersonCard
@@ -22,7 +19,7 @@ from schemas.worldbuilder import (
     WorldbuilderLookupResponse,
 )
 from services.api.auth import require_viewer
-from services.errors import NotFoundError, OrgMemoryError
+from services.errors import NotFoundError
 from services.graph import cards
 from services.graph import worldbuilder as wb
 from services.graph.profile_synthesis import ProfileSynthesizer
@@ -34,7 +31,6 @@ T = TypeVar("T")
 router = APIRouter(tags=["worldbuilder"])
 ViewerDep = Annotated[Viewer, Depends(require_viewer)]
 WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-_SYNTH: WeakKeyDictionary[Runtime, ProfileSynthesizer] = WeakKeyDictionary()
 
 
 def _runtime(request: Request) -> Runtime:
@@ -50,16 +46,15 @@ def _synthesizer(rt: Runtime) -> ProfileSynthesizer | None:
     s = rt.settings
     if not s.llm_base_url:
         return None
-    existing = _SYNTH.get(rt)
-    if existing is not None:
-        return existing
-    import openai
 
-    key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
-    client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=30)
-    synth = ProfileSynthesizer(client, model=s.llm_model)
-    _SYNTH[rt] = synth
-    return synth
+    def build() -> ProfileSynthesizer:
+        import openai
+
+        key = s.llm_api_key.get_secret_value() if s.llm_api_key else None
+        client = openai.AsyncOpenAI(api_key=key or "unused", base_url=s.llm_base_url, max_retries=0, timeout=30)
+        return ProfileSynthesizer(client, model=s.llm_model)
+
+    return rt.owned(ProfileSynthesizer, build)
 
 
 async def run_worldbuilder_kb(rt: Runtime, viewer: Viewer, body: WorldbuilderKbRequest) -> WorldbuilderKbResponse:
@@ -104,26 +99,6 @@ async def run_worldbuilder_lookup(
         synthesis=note,
         candidates=candidates,
     )
-
-
-async def _http(call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except OrgMemoryError as exc:
-        code, detail = error_status(exc)
-        raise HTTPException(code, detail=detail) from exc
-
-
-@router.post("/tools/worldbuilder_kb", response_model=WorldbuilderKbResponse)
-async def worldbuilder_kb(body: WorldbuilderKbRequest, request: Request, viewer: ViewerDep) -> WorldbuilderKbResponse:
-    return await _http(run_worldbuilder_kb(_runtime(request), viewer, body))
-
-
-@router.post("/tools/worldbuilder_lookup", response_model=WorldbuilderLookupResponse)
-async def worldbuilder_lookup(
-    body: WorldbuilderLookupRequest, request: Request, viewer: ViewerDep
-) -> WorldbuilderLookupResponse:
-    return await _http(run_worldbuilder_lookup(_runtime(request), viewer, body))
 
 
 @router.get("/v1/graph/persons/by-platform-user/{platform_user_id}", response_model=PersonCard)

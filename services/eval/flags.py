@@ -42,7 +42,7 @@ async def predict(service: Any, q: GoldQuery, workspace: str, arm: str, k: int) 
         from retriever.preload import preload
 
         out = await preload(
-            service, q.viewer.viewer(), PreloadRequest(text=q.query[:2000]), default_top_k=k // 2, workspace=workspace
+            service, q.viewer.viewer(), PreloadRequest(text=q.query[:2000], workspace=workspace), default_top_k=k // 2
         )
         ids = list(dict.fromkeys(i.external_id for i in out.items))
         return Prediction(qid=q.qid, doc_ids=ids, doc_scores=[float(len(ids) - n) for n in range(len(ids))])

@@ -218,7 +218,9 @@ class RpcRequest(_Req):
     """Body of a record on ``<ns>.rpc.retrieve.v1``; headers carry ``reply_to``, ``correlation_id``
     and ``deadline`` (epoch milliseconds)."""
 
-    tool: Tool = "retrieve_context"
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=128)] = Field(
+        default="retrieve_context", description="a tool of the tool catalogue, by name"
+    )
     viewer: RpcViewer = Field(default_factory=RpcViewer)
     request: dict[str, Any]
 
@@ -342,7 +344,7 @@ class ListMemoriesRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     scope: str | None = Field(default=None, description='omitted: mine; "user": my private memories; group:<uuid>')
-    limit: int = Field(default=20, description="clamped to 1..100")
+    limit: int = Field(default=20, description="memories per page, at most 100")
     cursor: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
     workspace: Workspace = "default"
 

@@ -37,7 +37,7 @@ def record(headers: list[tuple[str, bytes]]) -> Record:
 
 
 def handler(keys: KeyStore | None, publisher: Publisher) -> RpcHandler:
-    return RpcHandler(Service(), publisher, None, "om", keys=keys)  # type: ignore[arg-type]
+    return RpcHandler(Service(), publisher, None, "om", tools={}, keys=keys)  # type: ignore[arg-type]
 
 
 async def test_no_key_store_refuses_everything() -> None:
