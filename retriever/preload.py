@@ -75,6 +75,7 @@ async def preload(svc: RetrieverService, viewer: Viewer, req: PreloadRequest, *,
             url=p.url,
             event_time=p.event_time,
             score=p.score,
+            scope=p.scope,
         )
         for kind, p in chosen
     ]

@@ -49,6 +49,7 @@ class PreloadItem(BaseModel):
     url: str | None = None
     event_time: datetime
     score: float
+    scope: str = Field(default="other", description="user, team, division, org or other: who it was shared with")
 
 
 class PreloadResponse(BaseModel):

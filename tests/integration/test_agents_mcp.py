@@ -35,6 +35,11 @@ TOOLS = {
     "worldbuilder_kb",
     "worldbuilder_lookup",
     "search_procedural_memory",
+    "preload",
+    "list_memories",
+    "get_memory",
+    "update_memory",
+    "whoami",
 }
 
 

@@ -79,7 +79,7 @@ async def test_preload_validates_its_request(api: tuple[Settings, httpx.AsyncCli
     h = VIEWERS["alice"].headers()
     r = await client.post("/tools/preload", json={"text": ""}, headers=h)
     assert r.status_code == 422 and "text" in r.text
-    r = await client.post("/tools/preload", json={"text": "x", "workspace": "other"}, headers=h)
-    assert r.status_code == 422 and "workspace" in r.text
+    r = await client.post("/tools/preload", json={"text": "x", "principal_id": "user:someone"}, headers=h)
+    assert r.status_code == 422 and "principal_id" in r.text  # identity never comes from the request
     r = await client.post("/tools/preload", json={"text": "x"})
     assert r.status_code == 401

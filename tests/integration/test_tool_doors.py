@@ -41,6 +41,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "search_procedural_memory": {"query": "quasar migration"},
     "remember": {"text": "The doors test remembers this.", "source": {"session_id": "doors", "event_id": "e1"}},
     "forget": {"memory_id": str(uuid.uuid4())},
+    "preload": {"text": "quasar migration codename rollout"},
+    "list_memories": {},
+    "get_memory": {"memory_id": str(uuid.uuid4())},
+    "update_memory": {"memory_id": str(uuid.uuid4()), "text": "The doors test rewrites this."},
+    "whoami": {},
 }
 VOLATILE = {"diagnostics", "temporal_plan", "offset", "partition", "envelope_id", "topic", "forgotten"}
 

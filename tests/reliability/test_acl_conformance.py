@@ -106,6 +106,11 @@ def tool_calls(c: Corpus, quick: bool) -> list[tuple[str, dict[str, Any]]]:
         "search_procedural_memory": [{"query": q[:2000]} for q in queries[:2]],
         "remember": [{"text": "a probe note", "scope": "user"}],
         "forget": [{"memory_id": m} for m in c.ids["memory"]],
+        "preload": [{"text": q[:2000]} for q in dict.fromkeys(queries[:2] + secret_words)],
+        "list_memories": [{}, {"scope": "user"}, {"limit": 100}],
+        "get_memory": [{"memory_id": m} for m in c.ids["memory"]],
+        "update_memory": [{"memory_id": m, "text": "an outsider's probe overwrite"} for m in c.ids["memory"]],
+        "whoami": [{}],
     }
     missing = set(catalogue.BY_NAME) - set(calls)
     assert not missing, f"catalogue tools without ACL probes: {missing}"

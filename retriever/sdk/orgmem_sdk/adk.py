@@ -146,8 +146,10 @@ class OrgMemoryService(BaseMemoryService):
             log.warning("search_memory: user_id %r is not user:<uuid>; no memories", user_id[:80])
             return SearchMemoryResponse()
         client = await self._client()
-        ctx = await client.retrieve_context(
-            {"query": query[:2000], "limit": self.limit, "workspace": self.workspace}, principal_id=pid
+        # relevance-conditioned preload (seed 002): the viewer's top memories, then passages, deduplicated;
+        # ADK's PreloadMemoryTool and load_memory both come through here
+        block = await client.preload(
+            {"text": query[:2000], "top_k": max(1, self.limit // 2), "workspace": self.workspace}, principal_id=pid
         )
         entries = [
             MemoryEntry(
@@ -162,9 +164,10 @@ class OrgMemoryService(BaseMemoryService):
                     "scope": p.scope,
                     "url": p.url,
                     "title": p.title,
+                    "citation": p.citation,
                 },
             )
-            for p in ctx.passages
+            for p in block.items
         ]
         return SearchMemoryResponse(memories=entries)
 

@@ -52,6 +52,8 @@ from orgmem_sdk.models import (
     ListMemoriesRequest,
     MemoryDetail,
     MemoryList,
+    PreloadRequest,
+    PreloadResponse,
     RememberBatchRequest,
     RememberBatchResponse,
     RememberRequest,
@@ -285,6 +287,18 @@ class OrgMemoryClient:
         return await self._call(
             "search_knowledge_base", req, SearchKnowledgeBaseResponse, principal_id, groups, timeout
         )
+
+    async def preload(
+        self,
+        request: PreloadRequest | dict[str, Any],
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] = (),
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call budget
+    ) -> PreloadResponse:
+        """The block to inject before a turn: top memories, then passages, packed with citations."""
+        req = validated(PreloadRequest, request)
+        return await self._call("preload", req, PreloadResponse, principal_id, groups, timeout)
 
     async def _call(
         self,

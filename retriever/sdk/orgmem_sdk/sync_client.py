@@ -21,6 +21,8 @@ from orgmem_sdk.models import (
     ListMemoriesRequest,
     MemoryDetail,
     MemoryList,
+    PreloadRequest,
+    PreloadResponse,
     RememberBatchResponse,
     RememberRequest,
     RememberResponse,
@@ -89,6 +91,17 @@ class OrgMemorySyncClient:
         return self._run(
             self.client.retrieve_context(request, principal_id=principal_id, groups=groups, timeout=timeout)
         )
+
+    def preload(
+        self,
+        request: PreloadRequest | dict[str, Any],
+        *,
+        principal_id: str | None = None,
+        groups: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> PreloadResponse:
+        self.start()
+        return self._run(self.client.preload(request, principal_id=principal_id, groups=groups, timeout=timeout))
 
     def search_knowledge_base(
         self,

@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 import schemas.memory as server_memory
+import schemas.preload as server_preload
 import schemas.tools as server_tools
 from orgmem_sdk import models as sdk
 from orgmem_sdk.client import validated
@@ -44,6 +45,8 @@ WIRE = [
     (server_memory, "MemoryDetail"),
     (server_memory, "UpdateMemoryResponse"),
     (server_memory, "WhoAmIResponse"),
+    (server_preload, "PreloadRequest"),
+    (server_preload, "PreloadResponse"),
 ]
 
 
