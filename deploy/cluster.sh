@@ -72,7 +72,8 @@ CONF
 }
 
 kafka_provision() {
-  maven_fetch "$REPO_ROOT/deploy/kafka/pom.xml" "$JARS"
+  # the jars of the local stack, fetched once by deploy/kafka.sh (never re-fetched here: the running broker uses them)
+  [[ -f "$JARS/.complete" ]] || maven_fetch "$REPO_ROOT/deploy/kafka/pom.xml" "$JARS"
   local cid_file="$C_DIR/kafka/cluster.id" cid n
   mkdir -p "$C_DIR/kafka"
   [[ -f "$cid_file" ]] || java -cp "$JARS/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1 >"$cid_file"
@@ -152,8 +153,8 @@ start_primary() {
   local bin; bin="$(pgbin)"
   if as_pg "$bin/pg_ctl" -D "$C_DIR/pg/primary" status >/dev/null 2>&1; then return 0; fi
   log "starting the Postgres primary on 127.0.0.1:$PG_PRIMARY_PORT"
-  as_pg "$bin/pg_ctl" -D "$C_DIR/pg/primary" -l "$LOGS/pg-primary.log" -w -t 60 start >/dev/null \
-    || { tail -30 "$LOGS/pg-primary.log" >&2; exit 1; }
+  as_pg "$bin/pg_ctl" -D "$C_DIR/pg/primary" -l "$C_DIR/pg/primary.log" -w -t 60 start >/dev/null \
+    || { tail -30 "$C_DIR/pg/primary.log" >&2; exit 1; }
   if ! "$bin/psql" -h 127.0.0.1 -p "$PG_PRIMARY_PORT" -U postgres -d postgres -tAc \
       "SELECT 1 FROM pg_database WHERE datname='orgmem'" | grep -q 1; then
     "$bin/createdb" -h 127.0.0.1 -p "$PG_PRIMARY_PORT" -U postgres orgmem
@@ -177,8 +178,8 @@ CONF
   fi
   if as_pg "$bin/pg_ctl" -D "$C_DIR/pg/replica" status >/dev/null 2>&1; then return 0; fi
   log "starting the streaming replica on 127.0.0.1:$PG_REPLICA_PORT"
-  as_pg "$bin/pg_ctl" -D "$C_DIR/pg/replica" -l "$LOGS/pg-replica.log" -w -t 60 start >/dev/null \
-    || { tail -30 "$LOGS/pg-replica.log" >&2; exit 1; }
+  as_pg "$bin/pg_ctl" -D "$C_DIR/pg/replica" -l "$C_DIR/pg/replica.log" -w -t 60 start >/dev/null \
+    || { tail -30 "$C_DIR/pg/replica.log" >&2; exit 1; }
 }
 
 stop_pg() {  # stop_pg primary|replica [fast|immediate]
@@ -197,7 +198,7 @@ kill_replica() {  # SIGKILL the replica's postmaster (a crash, not a shutdown)
 # --- orgmem processes --------------------------------------------------------------------------------------------
 write_env() {
   if [[ ! -f "$CLUSTER_ENV" ]]; then
-    "$REPO_ROOT/deploy/s3.sh" provision >/dev/null
+    [[ -f "$STATE_DIR/s3/credentials" ]] || "$REPO_ROOT/deploy/s3.sh" provision >/dev/null
     # shellcheck disable=SC1091
     source "$STATE_DIR/s3/credentials"
     local key; key="$("$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))')"
@@ -219,6 +220,8 @@ ENV
   fi
 }
 
+# this checkout's code (python -m from the repository root), whatever the venv's editable install points at
+ORGMEM=("$VENV/bin/python" -m services.cli)
 orgmem_env() { (set -a; source "$CLUSTER_ENV"; set +a; cd "$REPO_ROOT"; "$@"); }
 
 start_worker() {
@@ -227,18 +230,19 @@ start_worker() {
   log "starting orgmem $w: $(worker_args "$w")"
   # shellcheck disable=SC2046
   (set -a; source "$CLUSTER_ENV"; set +a; cd "$REPO_ROOT"
-    exec nohup "$VENV/bin/orgmem" $(worker_args "$w") >>"$LOGS/$w.log" 2>&1) &
+    exec nohup "${ORGMEM[@]}" $(worker_args "$w") >>"$LOGS/$w.log" 2>&1) &
   echo $! >"$pidfile"
 }
 
 up() {
-  [[ -x "$VENV/bin/orgmem" ]] || { log "no $VENV (run make venv / make up's set-up first)"; exit 1; }
+  [[ -x "$VENV/bin/python" ]] || { log "no $VENV (run make venv / make up's set-up first)"; exit 1; }
   for p in "${API_PORTS[@]}"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! is_running "$PIDS/api-1.pid"; then
       log "127.0.0.1:$p is taken (is \`make up\`'s orgmem running? the cluster's API uses 8000 and 8001)"; exit 1
     fi
   done
-  "$REPO_ROOT/deploy/s3.sh" start
+  # the local stack's s3proxy (another bucket); started by `make up`, only started here when it is not running
+  (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null || "$REPO_ROOT/deploy/s3.sh" start
   kafka_provision
   for n in 1 2 3; do start_broker "$n"; done
   pg_provision
@@ -246,9 +250,9 @@ up() {
   start_replica
   for i in 0 1 2; do wait_port "${BROKER_PORTS[$i]}" 90 "kafka node $((i + 1))" || { tail -30 "$LOGS/kafka-$((i + 1)).log" >&2; exit 1; }; done
   write_env
-  orgmem_env "$VENV/bin/orgmem" migrate
+  orgmem_env "${ORGMEM[@]}" migrate
   local i
-  for i in $(seq 1 30); do orgmem_env "$VENV/bin/orgmem" topics create >"$LOGS/topics.log" 2>&1 && break; sleep 2; done
+  for i in $(seq 1 30); do orgmem_env "${ORGMEM[@]}" topics create >"$LOGS/topics.log" 2>&1 && break; sleep 2; done
   [[ $i -lt 30 ]] || { cat "$LOGS/topics.log" >&2; exit 1; }
   for w in "${WORKERS[@]}"; do start_worker "$w"; done
   "$VENV/bin/python" -m services.waitready "http://127.0.0.1:${API_PORTS[0]}/readyz" --timeout 180 \
@@ -263,6 +267,8 @@ down() {
   for w in "${WORKERS[@]}"; do stop_pid "$PIDS/$w.pid" "orgmem $w" TERM; done
   stop_pg replica
   stop_pg primary
+  # all three at once: a node shutting down alone after the others waits on a quorum that is gone
+  for n in 1 2 3; do is_running "$PIDS/kafka-$n.pid" && kill -TERM "$(cat "$PIDS/kafka-$n.pid")" 2>/dev/null || true; done
   for n in 1 2 3; do stop_pid "$PIDS/kafka-$n.pid" "kafka node $n" TERM; done
   if [[ "${1:-}" == "--purge" ]]; then rm -rf "$C_DIR"; log "removed $C_DIR"; fi
 }
@@ -293,7 +299,7 @@ status() {
     else echo "  orgmem $w: stopped"; fi
   done
   if [[ -f "$CLUSTER_ENV" ]] && { is_running "$PIDS/kafka-1.pid" || is_running "$PIDS/kafka-2.pid" || is_running "$PIDS/kafka-3.pid"; }; then
-    orgmem_env "$VENV/bin/orgmem" status 2>/dev/null | sed 's/^/  /' || true
+    orgmem_env "${ORGMEM[@]}" status 2>/dev/null | sed 's/^/  /' || true
   fi
 }
 
