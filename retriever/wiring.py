@@ -16,6 +16,7 @@ def get_service(rt: Runtime) -> RetrieverService:
     if service is None:
         service = RetrieverService(
             pool=rt.pool,
+            read_pool=rt.reads,
             hierarchy=rt.hierarchy,
             embedder=rt.embedder,
             embedding=rt.embedding,
