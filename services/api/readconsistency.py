@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from services.db.readpool import MIN_LSN, parse_lsn, primary_lsn
 
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}
+READ_PREFIXES = ("/v1/tools/", "/mcp")  # POSTed reads: no token (a write of theirs is only the audit row)
 
 
 def install(app: FastAPI) -> None:
@@ -35,6 +36,7 @@ def install(app: FastAPI) -> None:
             MIN_LSN.reset(token)
         rt = request.app.state.runtime
         replicated = rt.read_pool is not None and rt.read_pool.replica is not None
-        if replicated and request.method not in READ_METHODS and response.status_code < 400:
+        is_write = request.method not in READ_METHODS and not request.url.path.startswith(READ_PREFIXES)
+        if replicated and is_write and response.status_code < 400:
             response.headers["X-Primary-Lsn"] = await primary_lsn(rt.pool)
         return response

@@ -29,7 +29,7 @@ def _pgbin() -> Path:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver  # type: ignore[import-untyped]
+        import pgserver
 
     return Path(os.path.dirname(pgserver.__file__)) / "pginstall" / "bin"
 
