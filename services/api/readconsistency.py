@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from services.db.readpool import MIN_LSN, parse_lsn, primary_lsn
 
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}
-READ_PREFIXES = ("/v1/tools/", "/mcp")  # POSTed reads: no token (a write of theirs is only the audit row)
+READ_PREFIXES = ("/tools/", "/v1/tools/", "/mcp")  # POSTed reads: no token (a write of theirs is only the audit row)
 
 
 def install(app: FastAPI) -> None:
