@@ -26,8 +26,9 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
+from services.kafka.records import stop_consumer, topic_partitions
 from services.producer.client import EnvelopeProducer
 from tests.integration.conftest import REPO
 from tests.integration.helpers import envelope
@@ -76,11 +77,12 @@ async def _log_end(bootstrap: str) -> int:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(TOPIC) or set()
-        ends = await consumer.end_offsets([TopicPartition(TOPIC, p) for p in parts])
-        return sum(ends.values())
+        tps = await topic_partitions(consumer, TOPIC)
+        assert tps, f"no partitions of {TOPIC}"
+        ends = await consumer.end_offsets(tps)
+        return int(sum(ends.values()))
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
 
 
 async def _stream(c: dict[str, str], run: str, fault: Any) -> dict[str, Any]:
