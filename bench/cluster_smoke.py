@@ -19,7 +19,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.integration.helpers import envelope  # noqa: E402
+from tests.integration.helpers import envelope
 
 
 def _env() -> dict[str, str]:
@@ -45,7 +45,7 @@ async def main() -> int:
         for i in range(args.n):
             env_i = envelope(f"smoke-{run}-{i}", f"cluster smoke {run} record {i} about zebras", principals=[group])
             body = json.loads(env_i.model_dump_json())
-            for attempt in range(30):
+            for _attempt in range(30):
                 try:
                     r = await http.post(
                         f"http://127.0.0.1:{ports[i % 2]}/ingress/envelope", json=body, headers={"X-Api-Key": key}
@@ -86,7 +86,14 @@ async def main() -> int:
             json={"query": f"cluster smoke {run} zebras", "limit": 50},
             headers={"X-Api-Key": key, "X-Principal-Id": f"user:{uuid.uuid4()}", "X-Principal-Groups": group},
         )
-        print("search", r.status_code, "passages", len(r.json().get("passages", [])), "reads", r.json().get("diagnostics", {}).get("reads"))
+        print(
+            "search",
+            r.status_code,
+            "passages",
+            len(r.json().get("passages", [])),
+            "reads",
+            r.json().get("diagnostics", {}).get("reads"),
+        )
     return 0 if len(rows) == args.n and not dup else 1
 
 
