@@ -10,14 +10,18 @@ API_PORT ?= 8000
 PYTEST_ARGS ?=
 
 .PHONY: help venv models browser infra env up down logs status test test-unit test-reliability lint typecheck schemas \
-        bench bench-ingest bench-retrieve bench-embed bench-pipeline eval eval-locomo demo clean
+        bench bench-ingest bench-retrieve bench-embed bench-pipeline bench-herb eval eval-locomo demo clean \
+        cluster-up cluster-down cluster-status
 
 help:
 	@echo "Org Memory — make targets (README.md has the quickstart):"
 	@echo "  up                start the local stack and orgmem (writes .env on first run), wait for /readyz"
 	@echo "  down              stop orgmem and the local stack"
 	@echo "  logs              follow the orgmem log"
-	@echo "  status            infrastructure health and consumer lag per stage"
+	@echo "  status            infrastructure health and consumer lag per stage (and the cluster's, when one runs)"
+	@echo "  cluster-up        a local cluster: 3 Kafka brokers, Postgres primary + streaming replica, stage workers"
+	@echo "  cluster-down      stop every cluster process (CLUSTER_ARGS=--purge also deletes .state/cluster)"
+	@echo "  cluster-status    the cluster's processes, brokers, replica lag and consumer lag"
 	@echo "  demo              load the demo corpus (deploy/demo) into the running stack"
 	@echo "  test              unit + integration + short reliability tests against the real stack (CI)"
 	@echo "  test-unit         unit tests only"
@@ -106,6 +110,17 @@ logs:
 status: venv
 	@deploy/stack.sh status
 	@set -a; [ -f .env ] && source .env; set +a; $(BIN)/orgmem status || true
+	@if [ -d $(STATE)/cluster/pids ] && ls $(STATE)/cluster/pids/*.pid >/dev/null 2>&1; then deploy/cluster.sh status; fi
+
+# A local cluster beside the single-broker stack (deploy/cluster.sh; docs/scaling.md): its own ports and .state/cluster.
+cluster-up: venv models
+	deploy/cluster.sh up
+
+cluster-down:
+	deploy/cluster.sh down $(CLUSTER_ARGS)
+
+cluster-status: venv
+	deploy/cluster.sh status
 
 test: infra models browser
 	$(BIN)/python -m pytest -m "not (reliability and slow)" $(PYTEST_ARGS)

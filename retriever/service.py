@@ -49,6 +49,7 @@ from schemas.tools import (
     SearchKnowledgeBaseResponse,
 )
 from services import tracing
+from services.db.readpool import ReadPool
 from services.embedding_config import EmbeddingConfig
 from services.errors import InvalidPayloadError, OrgMemoryError
 from services.hierarchy import OrgHierarchy
@@ -75,12 +76,14 @@ class RetrieverService:
         synthesizer: Synthesizer | None = None,
         ef_search: int = sql.DEFAULT_EF_SEARCH,
         exact_threshold: int = sql.DEFAULT_EXACT_THRESHOLD,
+        read_pool: ReadPool | None = None,
     ) -> None:
-        self.pool = pool
+        self.pool = pool  # writes (audit) and reads of one's own writes
+        self.reads: ReadPool = read_pool or ReadPool(pool, None)  # passage and graph reads: the replica if any
         self.hierarchy = hierarchy
         self.synthesizer = synthesizer
         self.passages = PassageSearcher(
-            pool=pool,
+            pool=self.reads,  # quacks like asyncpg.Pool for acquire()
             hierarchy=hierarchy,
             embedder=embedder,
             embedding=embedding,
@@ -140,7 +143,7 @@ class RetrieverService:
         ctx = GraphContext()
         if not viewer or (not req.subjects and not req.about):
             return ctx
-        async with self.pool.acquire() as conn:
+        async with self.reads.acquire() as conn:
             await resolve_seeds(
                 conn,
                 workspace=req.workspace,
@@ -164,7 +167,7 @@ class RetrieverService:
     async def _fabric_graph(self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes) -> GraphContext:
         """The fabric's graph channel: seeds from the query's entity hints too; a failing graph is not fatal."""
         try:
-            async with self.pool.acquire() as conn:
+            async with self.reads.acquire() as conn:
                 return await fabric_graph(conn, req, viewer, axes)
         except (asyncpg.PostgresError, OSError, TimeoutError) as exc:
             ctx = GraphContext()
@@ -313,6 +316,7 @@ class RetrieverService:
     ) -> None:
         latency = (time.perf_counter() - start) * 1000
         diag.setdefault("timings_ms", {})["total"] = round(latency, 2)
+        diag["reads"] = self.reads.status()  # replica, or the primary and why
         who = viewer.principal_id or (",".join(viewer.groups)[:1000] or None)
         async with self.pool.acquire() as conn:
             await sql.write_audit(

@@ -12,6 +12,7 @@ def get_service(rt: Runtime) -> RetrieverService:
     def build() -> RetrieverService:
         service = RetrieverService(
             pool=rt.pool,
+            read_pool=rt.reads,
             hierarchy=rt.hierarchy,
             embedder=rt.embedder,
             embedding=rt.embedding,

@@ -61,10 +61,16 @@ async def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.command == "up":
         stages, api = available_stages(), not args.no_api
-    elif args.stage == "api":
-        stages, api = [], True
     else:
-        stages, api = [args.stage], args.with_api
+        chosen = [*([args.stage] if args.stage else []), *(args.stages or [])]
+        if not chosen:
+            raise SystemExit("orgmem run: name a stage (orgmem run <stage>, or --stage <name> [--stage ...])")
+        known = set(available_stages())
+        unknown = [s for s in chosen if s != "api" and s not in known]
+        if unknown:
+            raise SystemExit(f"orgmem run: unknown stage {', '.join(unknown)} (known: api, {', '.join(sorted(known))})")
+        api = args.with_api or "api" in chosen
+        stages = list(dict.fromkeys(s for s in chosen if s != "api"))
     await serve(settings, stages, api=api, host=args.host or settings.api_host, port=args.port or settings.api_port)
     return 0
 
@@ -179,8 +185,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--host")
     up.add_argument("--port", type=int)
     up.add_argument("--no-api", action="store_true")
-    run = sub.add_parser("run", help="run one stage (or 'api')")
-    run.add_argument("stage")
+    run = sub.add_parser("run", help="run chosen stages (or api) in one process")
+    run.add_argument("stage", nargs="?")
+    run.add_argument("--stage", dest="stages", action="append", metavar="NAME", help="a stage to run (repeatable)")
     run.add_argument("--with-api", action="store_true")
     run.add_argument("--host")
     run.add_argument("--port", type=int)

@@ -20,6 +20,7 @@ from faststream.kafka import KafkaBroker
 
 from services.db.migrate import check_schema
 from services.db.pool import create_pool
+from services.db.readpool import ReadPool
 from services.embedding_config import EmbeddingConfig, embedding_config
 from services.errors import ConfigurationError
 from services.hierarchy import OrgHierarchy
@@ -71,6 +72,8 @@ class Runtime:
     """The bound batch handler of each registered stage, by stage name (replay and tests read it)."""
     on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run first on close, while the pool is open (e.g. the retriever's pending access counts)."""
+    read_pool: ReadPool | None = None
+    """Reads that may come from the streaming replica (``DATABASE_READ_URL``); ``None`` = the primary."""
     _graph_walk_slots: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
     _owned: dict[type, object] = field(default_factory=dict, init=False, repr=False)
     """The services built once from this runtime's clients (retriever, memory writes, profile synthesis)."""
@@ -83,6 +86,13 @@ class Runtime:
             found = self._owned[kind] = build()
         assert isinstance(found, kind)
         return found
+
+    @property
+    def reads(self) -> ReadPool:
+        """Where read-only queries acquire connections: the replica when configured and caught up, else the primary."""
+        if self.read_pool is None:
+            self.read_pool = ReadPool(self.pool, None)
+        return self.read_pool
 
     @property
     def graph_walk_slots(self) -> asyncio.Semaphore:
@@ -127,7 +137,11 @@ class Runtime:
                 await close_clients(self.clients)
             finally:
                 await self.store.close()
-                await self.pool.close()
+                try:
+                    if self.read_pool is not None:
+                        await self.read_pool.close()
+                finally:
+                    await self.pool.close()
 
 
 async def close_clients(clients: Clients) -> None:
@@ -143,6 +157,15 @@ async def close_clients(clients: Clients) -> None:
             failure = failure or exc
     if failure is not None:
         raise failure
+
+
+async def _read_pool(settings: Settings, primary: asyncpg.Pool) -> ReadPool:
+    """The replica pool (lazy: min_size 0, so a replica that is down at boot only means reads use the primary)."""
+    if not settings.database_read_url:
+        return ReadPool(primary, None)
+    replica_settings = settings.model_copy(update={"database_url": settings.database_read_url})
+    replica = await create_pool(replica_settings, min_size=0)
+    return ReadPool(primary, replica, wait_s=settings.read_min_lsn_wait_s)
 
 
 def load_hierarchy(settings: Settings) -> OrgHierarchy:
@@ -189,6 +212,7 @@ async def build_runtime(settings: Settings, clients: ClientFactory = _no_clients
         await pool.close()
         raise
     return Runtime(
+        read_pool=await _read_pool(settings, pool),
         settings=settings,
         pool=pool,
         store=store,

@@ -38,6 +38,18 @@ class Settings(BaseSettings):
         description="projection generation (set by `orgmem rebuild`, not by hand)",
     )
     topic_partitions: int = Field(default=12, ge=1, le=256)
+    topic_replication_factor: int = Field(
+        default=1, ge=1, le=16, description="replicas per topic partition (3 on a cluster; 1 on the single broker)"
+    )
+    topic_min_insync_replicas: int | None = Field(
+        default=None, ge=1, le=16, description="min.insync.replicas per topic (default: 2 when replicated, else unset)"
+    )
+    database_read_url: str | None = Field(
+        default=None, description="optional DSN of a streaming replica for the retriever's and graph reads"
+    )
+    read_min_lsn_wait_s: float = Field(
+        default=2.0, ge=0, le=30, description="bound on waiting for the replica to replay a caller's X-Min-Lsn"
+    )
     object_store_backend: Literal["s3", "fs"] = "fs"
     object_store_path: Path = Path(".state/blobs")
     s3_endpoint: str | None = None

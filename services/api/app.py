@@ -21,6 +21,7 @@ from services.api import (
     memories,
     openapi,
     procedures,
+    readconsistency,
     taxonomy,
     tools,
     worldbuilder,
@@ -88,6 +89,7 @@ def create_app(rt: Runtime) -> FastAPI:
         HTTP_REQUESTS.labels(path, request.method, str(response.status_code)).inc()
         return response
 
+    readconsistency.install(app)  # X-Min-Lsn / X-Primary-Lsn (services.db.readpool)
     app.include_router(health.router)
     app.include_router(ingress.router, responses=errors.responses(409))
     app.include_router(memories.router, responses=errors.responses(403, 404, 429))

@@ -40,6 +40,12 @@ async def readyz(request: Request) -> JSONResponse:
         # a stage whose dependency is down waits it out (no offset moves, nothing dead-lettered), then resumes
         "paused": paused,
     }
+    if rt.read_pool is not None and rt.read_pool.replica is not None:
+        try:
+            body["checks"]["read_replica"] = {"ok": True, "detail": await rt.read_pool.check()}
+        except Exception as exc:  # the replica being down degrades reads to the primary; ready, and says so
+            body["checks"]["read_replica"] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}"[:300]}
+        body["reads"] = rt.read_pool.status()
     return JSONResponse(body, status_code=200 if not down and not paused else 503)
 
 

@@ -34,7 +34,8 @@ log = logging.getLogger("orgmem.kafka")
 
 def build_broker(settings: Settings) -> KafkaBroker:
     return KafkaBroker(
-        settings.kafka_bootstrap_servers,
+        # a list: FastStream takes a comma-separated string as one host (a cluster's bootstrap has several)
+        [h.strip() for h in settings.kafka_bootstrap_servers.split(",") if h.strip()],
         **producer_config(client_id="orgmem"),
         logger=logging.getLogger("orgmem.faststream"),
         log_level=logging.DEBUG,

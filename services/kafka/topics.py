@@ -35,8 +35,23 @@ class TopicSpec:
     description: str = ""
 
 
+def replication_configs(settings: Settings) -> dict[str, str]:
+    """``min.insync.replicas`` of a replicated topic (with acks=all: a write survives one broker's loss)."""
+    rf = settings.topic_replication_factor
+    isr = settings.topic_min_insync_replicas or (min(2, rf) if rf > 1 else None)
+    return {} if isr is None else {"min.insync.replicas": str(isr)}
+
+
 def topic_specs(settings: Settings) -> list[TopicSpec]:
     p = settings.topic_partitions
+    specs = _base_specs(settings, p)
+    extra = replication_configs(settings)
+    if extra:
+        specs = [TopicSpec(s.logical, s.partitions, {**s.configs, **extra}, s.description) for s in specs]
+    return specs
+
+
+def _base_specs(settings: Settings, p: int) -> list[TopicSpec]:
     specs = [
         TopicSpec(
             "envelopes",
@@ -97,7 +112,8 @@ async def apply_topics(settings: Settings) -> TopicsResult:
             if name in existing:
                 continue
             try:
-                await admin.create_topics([NewTopic(name, spec.partitions, 1, topic_configs=spec.configs)])
+                rf = settings.topic_replication_factor
+                await admin.create_topics([NewTopic(name, spec.partitions, rf, topic_configs=spec.configs)])
                 created.append(name)
             except TopicAlreadyExistsError:
                 existing.add(name)

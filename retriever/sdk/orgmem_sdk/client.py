@@ -216,7 +216,10 @@ class OrgMemoryClient:
         async with kafka_admin(self._bootstrap or "") as admin:
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics([topic])
-        self._producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, linger_ms=1, acks=1)
+        # acks=all + idempotence like every producer of the product (a request survives a leader change)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap, linger_ms=1, acks="all", enable_idempotence=True
+        )
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
