@@ -26,6 +26,15 @@ PRIVATE_FACTS = [  # (external id, text, principal) — graph secrets under one 
 NAMES = ["Zorblax Quint", "Vexmorn Dale", "Plumbrik Oster"]
 
 
+def cyrillic_lookalike(x: str) -> str:
+    """``x`` with one character swapped for a Cyrillic homoglyph — always a different string (a random
+    uuid without an ``a`` or a ``0`` used to come back unchanged, i.e. as alice herself)."""
+    for latin, cyr in (("a", chr(0x430)), ("c", chr(0x441)), ("e", chr(0x435)), ("0", chr(0x41E))):
+        if latin in x:
+            return x.replace(latin, cyr, 1)
+    return chr(0x430) + x[1:]
+
+
 def swap_digit(u: str) -> str:
     return u[:-1] + ("0" if u[-1] != "0" else "1")
 
@@ -34,7 +43,7 @@ def outsiders() -> list[tuple[str, dict[str, str]]]:
     """(label, headers) of viewers that must see nothing private. Well-formed ones get 200 with nothing;
     malformed ones get a 4xx. Either way: no secret in the answer."""
     a, t1 = ALICE, T1
-    cyr = t1.replace("a", "\u0430", 1) if "a" in t1 else t1.replace("0", "\u041e", 1)  # Cyrillic lookalike
+    cyr = cyrillic_lookalike(t1)
     spoof_ids = {
         "random-user": f"user:{uuid.uuid4()}",
         "group-uuid-as-user": f"user:{t1}",
@@ -52,6 +61,7 @@ def outsiders() -> list[tuple[str, dict[str, str]]]:
         "nil-group": "group:00000000-0000-0000-0000-000000000000",
         "many-random-groups": ",".join(f"group:{uuid.uuid4()}" for _ in range(200)),
     }
+
     malformed_ids = {
         "bare-uuid": a,
         "trailing-junk": f"user:{a}x",
@@ -60,7 +70,7 @@ def outsiders() -> list[tuple[str, dict[str, str]]]:
         "percent": "user:%",
         "sql": "user:' OR 1=1 --",
         "like-pattern": f"user:{a[:8]}%",
-        "cyrillic": f"user:{a.replace('a', chr(0x430), 1) if 'a' in a else a.replace('0', chr(0x41E), 1)}",
+        "cyrillic": f"user:{cyrillic_lookalike(a)}",
         "fullwidth-digit": f"user:{a.replace(a[0], chr(0xFF10 + int(a[0], 16)) if a[0].isdigit() else a[0], 1)}x",
         "zero-width": f"user:{a[:4]}\u200b{a[4:]}",
         "two-principals": f"user:{a},group:{t1}",
