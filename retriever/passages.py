@@ -15,11 +15,22 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import multihop
-from retriever import repository as sql
+from retriever import lexical_math, multihop
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
+from retriever.dense import (
+    DEFAULT_EF_SEARCH,
+    DEFAULT_EXACT_THRESHOLD,
+    DenseConfig,
+    DenseResult,
+    dense_arm,
+    pgvector_version,
+    score_by_vector,
+)
 from retriever.graph_channel import RelationalResult, relational_arm
+from retriever.lexical import LexicalResult, lexeme_counts, lexical_arm, lexical_arm_prf
 from retriever.ranking import Hit, RankedHit, fuse_and_rank
+from retriever.rows import ChunkRow, fetch_chunks, resolve_author
+from retriever.scope import SearchScope, filtered
 from schemas.tools import PassageFilters
 from services import tracing
 from services.embedding_config import EmbeddingConfig
@@ -52,7 +63,7 @@ def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | 
 @dataclass
 class PassageSearch:
     ranked: list[RankedHit]
-    rows: dict[str, sql.ChunkRow]
+    rows: dict[str, ChunkRow]
     scores: dict[str, float]
     diagnostics: dict[str, Any]
     relational: RelationalResult = field(default_factory=RelationalResult)
@@ -67,8 +78,8 @@ class PassageSearcher:
         embedder: Embedder | None,
         embedding: EmbeddingConfig,
         reranker: Reranker | None = None,
-        ef_search: int = sql.DEFAULT_EF_SEARCH,
-        exact_threshold: int = sql.DEFAULT_EXACT_THRESHOLD,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
     ) -> None:
         self.pool = pool
         self.hierarchy = hierarchy
@@ -82,7 +93,7 @@ class PassageSearcher:
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
             async with self.pool.acquire() as conn:
-                self._pgvector = await sql.pgvector_version(conn)
+                self._pgvector = await pgvector_version(conn)
         return self._pgvector
 
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
@@ -103,13 +114,13 @@ class PassageSearcher:
         vectors: list[list[float]] = await self._timed(timings, "embed", lambda: embedder.embed_queries([query]))
         return vectors[0]
 
-    async def _dense_config(self) -> sql.DenseConfig:
-        return sql.DenseConfig(
+    async def _dense_config(self) -> DenseConfig:
+        return DenseConfig(
             self.embedding.model, self.embedding.dim, await self.pgvector(), self.ef_search, self.exact_threshold
         )
 
     async def _semantic(
-        self, scope: sql.SearchScope, vector: list[float] | None, candidates: Sequence[str]
+        self, scope: SearchScope, vector: list[float] | None, candidates: Sequence[str]
     ) -> dict[str, float]:
         """The ``semantic`` step: exact cosine of every text-arm candidate, so fusion has a dense
         score for the lexical hits the dense arm did not return."""
@@ -117,32 +128,32 @@ class PassageSearcher:
             return {}
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
-            return await sql.score_by_vector(conn, scope, vector, candidates, cfg)
+            return await score_by_vector(conn, scope, vector, candidates, cfg)
 
     async def _dense(
-        self, scope: sql.SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
-    ) -> sql.DenseResult:
+        self, scope: SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
+    ) -> DenseResult:
         if vector is None:
-            return sql.DenseResult([], "no_embedder")
+            return DenseResult([], "no_embedder")
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
             # the exact visible count (maintained, migration 0014) ignores filters (sources, kinds, dates,
             # people): with any of them the probe counts
-            estimate = None if sql.filtered(scope) else (await sql.lexeme_counts(conn, scope, [])).visible_rows
-            return await sql.dense_arm(conn, scope, vector, cfg, k, estimate)
+            estimate = None if filtered(scope) else (await lexeme_counts(conn, scope, [])).visible_rows
+            return await dense_arm(conn, scope, vector, cfg, k, estimate)
 
-    async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
-        arm = sql.lexical_arm_prf if prf else sql.lexical_arm
+    async def _lexical(self, scope: SearchScope, query: str, k: int, prf: bool = False) -> LexicalResult:
+        arm = lexical_arm_prf if prf else lexical_arm
         async with self.pool.acquire() as conn:
             # exact maintained counts, read per query: never the planner's statistics, which change when
             # ANALYZE runs (issue 26)
             return await arm(conn, scope, query, k, maintained=True)
 
-    async def _fetch(self, scope: sql.SearchScope, ids: Sequence[str]) -> dict[str, sql.ChunkRow]:
+    async def _fetch(self, scope: SearchScope, ids: Sequence[str]) -> dict[str, ChunkRow]:
         async with self.pool.acquire() as conn:
-            return await sql.fetch_chunks(conn, scope, ids)
+            return await fetch_chunks(conn, scope, ids)
 
-    async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
+    async def _relational(self, scope: SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
             return RelationalResult(notes={"relational": "empty viewer"})
         async with self.pool.acquire() as conn:
@@ -216,8 +227,8 @@ class PassageSearcher:
         timings: dict[str, float] = {}
         if filters.author:
             async with self.pool.acquire() as conn:
-                author_ids = await sql.resolve_author(conn, workspace, filters.author, viewer)
-        scope = sql.SearchScope(
+                author_ids = await resolve_author(conn, workspace, filters.author, viewer)
+        scope = SearchScope(
             workspace,
             viewer,
             tuple(filters.source_systems),
@@ -238,7 +249,9 @@ class PassageSearcher:
             self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
             if "dense" in names
             else asyncio.sleep(0, empty),
-            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and sql.PRF_ENABLED))
+            self._timed(
+                timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and lexical_math.PRF_ENABLED)
+            )
             if "lexical" in names
             else asyncio.sleep(0, empty),
             self._timed(timings, "relational", lambda: self._relational(scope, query))
@@ -285,7 +298,7 @@ class PassageSearcher:
             arm_scores["dense"] = semantic
             arm_diag["semantic"] = {"scored": len(semantic), "added_to_dense": added}
 
-        def make_hit(r: sql.ChunkRow) -> Hit:
+        def make_hit(r: ChunkRow) -> Hit:
             scope_name = self.hierarchy.scope_of(r.principals, own)
             return Hit(
                 r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, scope_name, r.access_count

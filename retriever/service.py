@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import repository as sql
 from retriever.access import AccessRecorder
 from retriever.compose import (
     TimeAxes,
@@ -32,6 +31,7 @@ from retriever.compose import (
     plan_dict,
     resolve_time,
 )
+from retriever.dense import DEFAULT_EF_SEARCH, DEFAULT_EXACT_THRESHOLD
 from retriever.fabric import fabric_graph, fabric_join
 from retriever.gaps import analyze_gaps, numbered_citation_list
 from retriever.graph_channel import (
@@ -41,6 +41,7 @@ from retriever.graph_channel import (
 )
 from retriever.passages import PassageSearcher
 from retriever.ranking import Hit, RankedHit
+from retriever.rows import ChunkRow, write_audit
 from schemas.tools import (
     Passage,
     RetrieveContextRequest,
@@ -73,8 +74,8 @@ class RetrieverService:
         embedding: EmbeddingConfig,
         reranker: Reranker | None = None,
         synthesizer: Synthesizer | None = None,
-        ef_search: int = sql.DEFAULT_EF_SEARCH,
-        exact_threshold: int = sql.DEFAULT_EXACT_THRESHOLD,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
     ) -> None:
         self.pool = pool
         self.hierarchy = hierarchy
@@ -94,7 +95,7 @@ class RetrieverService:
         """Write pending access counts (before the pool closes)."""
         await self.access.aclose()
 
-    def _passage(self, rh: RankedHit, row: sql.ChunkRow, score: float, text: str | None = None) -> Passage:
+    def _passage(self, rh: RankedHit, row: ChunkRow, score: float, text: str | None = None) -> Passage:
         return Passage(
             document_id=row.document_id,
             source_system=row.source_system,
@@ -315,7 +316,7 @@ class RetrieverService:
         diag.setdefault("timings_ms", {})["total"] = round(latency, 2)
         who = viewer.principal_id or (",".join(viewer.groups)[:1000] or None)
         async with self.pool.acquire() as conn:
-            await sql.write_audit(
+            await write_audit(
                 conn,
                 workspace=workspace,
                 viewer=who,

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from retriever import repository as sql
 from retriever.compose import TimeAxes
+from retriever.rows import resolve_author
 from retriever.service import RetrieverService
 from schemas.graph import EntityBrief
 from schemas.worldbuilder import KbDocument, KbPassage, KbPerson, WorldbuilderKbRequest, WorldbuilderKbResponse
@@ -34,7 +34,7 @@ async def resolve_people(conn: asyncpg.Connection, workspace: str, viewer: Princ
         ids = (uuid.UUID(value),)
     except ValueError:
         if "@" in value:
-            ids = await sql.resolve_author(conn, workspace, value, viewer)
+            ids = await resolve_author(conn, workspace, value, viewer)
     if ids:
         rows = await conn.fetch(
             "SELECT DISTINCT COALESCE(p.merged_into, p.id) AS id FROM people p WHERE p.id = ANY($1::uuid[])",

@@ -25,7 +25,6 @@ FUNCTION_BOUND = 80
 # Modules over MODULE_BOUND lines, each with the most lines it may keep. Only shrinks.
 MODULES_OVER: dict[str, int] = {
     "retriever/ranking.py": 493,
-    "retriever/repository.py": 500,
     "retriever/temporal_plan.py": 426,
     "services/api/mcp.py": 427,
     "services/eval/datasets.py": 441,
