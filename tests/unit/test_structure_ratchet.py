@@ -35,7 +35,6 @@ MODULES_OVER: dict[str, int] = {
 
 # Functions over FUNCTION_BOUND lines ("path:qualified name"), each with the most lines it may keep. Only shrinks.
 FUNCTIONS_OVER: dict[str, int] = {
-    "ingest/handler.py:IngestHandler._apply": 163,
     "retriever/passages.py:PassageSearcher.search": 126,
     "retriever/ranking.py:fuse_and_rank": 99,
     "retriever/worldbuilder_kb.py:worldbuilder_kb": 93,
