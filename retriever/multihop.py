@@ -39,9 +39,10 @@ from typing import Any
 
 import asyncpg
 
-from retriever.ranking import STOPWORDS, Hit, RankedHit
+from retriever.hits import Hit, RankedHit
 from retriever.rows import ChunkRow, fetch_chunks
 from retriever.scope import SearchScope, scope_where
+from retriever.terms import STOPWORDS
 
 ENABLED = True
 """Whether the product's ``full`` arm runs the second round (baselines never do)."""

@@ -27,8 +27,9 @@ from retriever.dense import (
     score_by_vector,
 )
 from retriever.graph_channel import RelationalResult, relational_arm
+from retriever.hits import Hit, RankedHit
 from retriever.lexical import LexicalResult, lexeme_counts, lexical_arm, lexical_arm_prf
-from retriever.ranking import Hit, RankedHit, fuse_and_rank
+from retriever.ranking import fuse_and_rank
 from retriever.rows import ChunkRow, fetch_chunks, resolve_author
 from retriever.scope import SearchScope, filtered
 from schemas.tools import PassageFilters

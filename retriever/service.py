@@ -39,8 +39,8 @@ from retriever.graph_channel import (
     expand_graph,
     resolve_seeds,
 )
+from retriever.hits import Hit, RankedHit
 from retriever.passages import PassageSearcher
-from retriever.ranking import Hit, RankedHit
 from retriever.rows import ChunkRow, write_audit
 from schemas.tools import (
     Passage,

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from retriever import multihop
-from retriever.ranking import Hit, RankedHit
+from retriever.hits import Hit, RankedHit
 from retriever.rows import ChunkRow, fetch_chunks
 from retriever.scope import SearchScope
 from services.settings import Settings
