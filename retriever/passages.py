@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -68,6 +68,16 @@ class PassageSearch:
     scores: dict[str, float]
     diagnostics: dict[str, Any]
     relational: RelationalResult = field(default_factory=RelationalResult)
+
+
+@dataclass
+class _ArmsFound:
+    """What the arms returned: ids best first and raw scores per arm, their diagnostics, the relational result."""
+
+    relational: RelationalResult
+    ids: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
 class PassageSearcher:
@@ -242,46 +252,11 @@ class PassageSearcher:
             participant_ids,
         )
         names, config = ARM_PRESETS[arms]
-        k = min(100, max(40, 4 * limit))
-        empty: Any = None
         wants_vector = "dense" in names or "semantic" in names
         vector = await self._query_vector(query, timings) if wants_vector and not scope.matches_nothing else None
-        dense, lexical, relational = await asyncio.gather(
-            self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
-            if "dense" in names
-            else asyncio.sleep(0, empty),
-            self._timed(
-                timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and lexical_math.PRF_ENABLED)
-            )
-            if "lexical" in names
-            else asyncio.sleep(0, empty),
-            self._timed(timings, "relational", lambda: self._relational(scope, query))
-            if "relational" in names
-            else asyncio.sleep(0, empty),
-        )
-        arm_ids: dict[str, list[str]] = {}
-        arm_scores: dict[str, dict[str, float]] = {}
-        arm_diag: dict[str, Any] = {}
-        if dense is not None:
-            arm_ids["dense"] = dense.ids
-            arm_diag["dense"] = {
-                "count": len(dense.ids),
-                "strategy": dense.strategy,
-                "ef_search": dense.ef_search,
-                "visible_probe": dense.probe,
-            }
-        if lexical is not None:
-            arm_ids["lexical"] = lexical.ids
-            arm_scores["lexical"] = lexical.scores
-            arm_diag["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
-        relational = relational or RelationalResult()
-        if "relational" in names:
-            arm_ids["relational"] = relational.chunk_ids
-            arm_diag["relational"] = {
-                "count": len(relational.chunk_ids),
-                "parsed": relational.parsed,
-                **relational.notes,
-            }
+        prf = arms == "full" and lexical_math.PRF_ENABLED
+        found = await self._arms(scope, query, vector, names, min(100, max(40, 4 * limit)), prf, timings)
+        arm_ids, arm_scores, arm_diag = found.ids, found.scores, found.diagnostics
         # the semantic step only re-scores ids the arms already returned, so the candidates are known now and
         # their rows are fetched on another connection while it runs
         candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
@@ -307,23 +282,80 @@ class PassageSearcher:
 
         hits = {cid: make_hit(r) for cid, r in rows.items()}
         result = fuse_and_rank(
-            arm_ids,
-            hits,
-            query,
-            now,
-            config,
+            *(arm_ids, hits, query, now, config),
             arm_scores=arm_scores,
             boost_range=axes.boost_range,
             keep_at_least=limit,
         )
-        ranked = list(result.hits)
-        scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         diag: dict[str, Any] = {
             "arms": arm_diag,
             "fusion": fusion_diagnostics(result.diagnostics, set(rows)),
             "timings_ms": timings,
         }
-        if arms == "full" and multihop.ENABLED and ranked:
+        second_round = arms == "full" and multihop.ENABLED
+        ranked, rows, scores = await self._refine(
+            scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
+        )
+        return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
+
+    async def _arms(
+        self,
+        scope: SearchScope,
+        query: str,
+        vector: list[float] | None,
+        names: Collection[str],
+        k: int,
+        prf: bool,
+        timings: dict[str, float],
+    ) -> _ArmsFound:
+        """The dense, lexical and relational arms named in ``names``, concurrently, each timed."""
+        empty: Any = None
+        dense, lexical, relational = await asyncio.gather(
+            self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
+            if "dense" in names
+            else asyncio.sleep(0, empty),
+            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, prf))
+            if "lexical" in names
+            else asyncio.sleep(0, empty),
+            self._timed(timings, "relational", lambda: self._relational(scope, query))
+            if "relational" in names
+            else asyncio.sleep(0, empty),
+        )
+        found = _ArmsFound(relational=relational or RelationalResult())
+        if dense is not None:
+            found.ids["dense"] = dense.ids
+            found.diagnostics["dense"] = {
+                "count": len(dense.ids),
+                "strategy": dense.strategy,
+                "ef_search": dense.ef_search,
+                "visible_probe": dense.probe,
+            }
+        if lexical is not None:
+            found.ids["lexical"] = lexical.ids
+            found.scores["lexical"] = lexical.scores
+            found.diagnostics["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
+        if "relational" in names:
+            rel = found.relational
+            found.ids["relational"] = rel.chunk_ids
+            found.diagnostics["relational"] = {"count": len(rel.chunk_ids), "parsed": rel.parsed, **rel.notes}
+        return found
+
+    async def _refine(
+        self,
+        scope: SearchScope,
+        query: str,
+        ranked: list[RankedHit],
+        rows: dict[str, ChunkRow],
+        make_hit: Callable[[ChunkRow], Hit],
+        limit: int,
+        second_round: bool,
+        timings: dict[str, float],
+        diag: dict[str, Any],
+    ) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, float]]:
+        """The multi-hop second round (when asked) and the reranker (when set and there are more than ``limit``);
+        their diagnostics go into ``diag``."""
+        scores = {rh.hit.chunk_id: rh.score for rh in ranked}
+        if second_round and ranked:
             async with self.pool.acquire() as conn:
                 second = await self._timed(
                     timings, "second_round", lambda: multihop.second_round(conn, scope, query, ranked, rows, make_hit)
@@ -337,4 +369,4 @@ class PassageSearcher:
             ranked = [ranked[i] for i, _ in order]
             scores = {ranked[n].hit.chunk_id: s for n, (_, s) in enumerate(order)}
             diag["rerank"] = {"shortlist": len(texts)}
-        return PassageSearch(ranked[:limit], rows, scores, diag, relational)
+        return ranked, rows, scores

@@ -227,28 +227,12 @@ class RetrieverService:
         paths = [p for i, p in enumerate(graph.paths) if f"path:{i}" in kept]
         diag = found.diagnostics | {
             "mode": req.mode,
-            "graph": {
-                "seeds": len(graph.seeds),
-                "about": graph.resolved_about,
-                **graph.notes,
-                "structured_facts": len(facts),
-                "paths": len(paths),
-                "fact_diffs": len(graph.fact_diffs),
-            },
+            "graph": _graph_diagnostics(graph, facts, paths),
             "packing": packing_diagnostics(packed, req.max_tokens),
         }
         if req.mode == "fabric":
             diag["fabric"] = fabric_diag
-            cross, relations = set(fabric_diag["cross_validated"]), fabric_diag["relations"]
-            passages = [
-                p.model_copy(
-                    update={
-                        "cross_validated": str(p.chunk_id) in cross,
-                        "graph_relations": relations.get(str(p.chunk_id)) or None,
-                    }
-                )
-                for p in passages
-            ]
+            passages = _cross_validated(passages, fabric_diag)
         answer, gaps = None, None
         if req.synthesize:
             answer, diag["synthesis"] = await self._synthesize(req.query, passages)
@@ -327,3 +311,29 @@ class RetrieverService:
                 latency_ms=latency,
                 diagnostics=json.dumps({"timings_ms": diag.get("timings_ms")}),
             )
+
+
+def _graph_diagnostics(graph: GraphContext, facts: Sequence[object], paths: Sequence[object]) -> dict[str, Any]:
+    """The graph side of ``retrieve_context``'s diagnostics: seeds, resolved subjects, notes and what was kept."""
+    return {
+        "seeds": len(graph.seeds),
+        "about": graph.resolved_about,
+        **graph.notes,
+        "structured_facts": len(facts),
+        "paths": len(paths),
+        "fact_diffs": len(graph.fact_diffs),
+    }
+
+
+def _cross_validated(passages: list[Passage], fabric_diag: dict[str, Any]) -> list[Passage]:
+    """Fabric mode: each passage marked cross-validated (the graph agrees) with the graph relations it carries."""
+    cross, relations = set(fabric_diag["cross_validated"]), fabric_diag["relations"]
+    return [
+        p.model_copy(
+            update={
+                "cross_validated": str(p.chunk_id) in cross,
+                "graph_relations": relations.get(str(p.chunk_id)) or None,
+            }
+        )
+        for p in passages
+    ]

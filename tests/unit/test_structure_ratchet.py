@@ -34,7 +34,6 @@ MODULES_OVER: dict[str, int] = {
 
 # Functions over FUNCTION_BOUND lines ("path:qualified name"), each with the most lines it may keep. Only shrinks.
 FUNCTIONS_OVER: dict[str, int] = {
-    "retriever/passages.py:PassageSearcher.search": 126,
     "retriever/worldbuilder_kb.py:worldbuilder_kb": 93,
 }
 
