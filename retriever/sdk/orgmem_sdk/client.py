@@ -39,7 +39,7 @@ from orgmem_sdk.errors import (
 )
 from orgmem_sdk.http_transport import HttpTransport
 from orgmem_sdk.kafka_transport import KafkaTransport, reply_topic
-from orgmem_sdk.models import (
+from orgmem_sdk.memory_models import (
     ForgetRequest,
     ForgetResponse,
     GetMemoryRequest,
@@ -50,14 +50,16 @@ from orgmem_sdk.models import (
     RememberBatchResponse,
     RememberRequest,
     RememberResponse,
+    UpdateMemoryRequest,
+    UpdateMemoryResponse,
+    WhoAmIResponse,
+)
+from orgmem_sdk.models import (
     RetrieveContextRequest,
     RetrieveContextResponse,
     RpcReply,
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
-    UpdateMemoryRequest,
-    UpdateMemoryResponse,
-    WhoAmIResponse,
 )
 
 log = logging.getLogger("orgmem.client")

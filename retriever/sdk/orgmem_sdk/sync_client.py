@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from orgmem_sdk.client import OrgMemoryClient
-from orgmem_sdk.models import (
+from orgmem_sdk.memory_models import (
     ForgetResponse,
     ListMemoriesRequest,
     MemoryDetail,
@@ -24,12 +24,14 @@ from orgmem_sdk.models import (
     RememberBatchResponse,
     RememberRequest,
     RememberResponse,
+    UpdateMemoryResponse,
+    WhoAmIResponse,
+)
+from orgmem_sdk.models import (
     RetrieveContextRequest,
     RetrieveContextResponse,
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
-    UpdateMemoryResponse,
-    WhoAmIResponse,
 )
 
 T = TypeVar("T")
