@@ -29,7 +29,7 @@ from retriever import lexical_math, multihop
 from retriever import passages as passages_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
-from services.eval.datasets import any_visible, event_visibility, iter_queries
+from services.eval.dataset_queries import any_visible, event_visibility, iter_queries
 from services.eval.gold import GoldQuery, Prediction
 from services.eval.live import eval_settings
 from services.eval.metrics import score

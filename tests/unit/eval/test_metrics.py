@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from services.eval.datasets import any_visible
+from services.eval.dataset_queries import any_visible
 from services.eval.gold import GoldQuery, Prediction
 from services.eval.metrics import (
     compare_table,
