@@ -24,7 +24,6 @@ FUNCTION_BOUND = 80
 
 # Modules over MODULE_BOUND lines, each with the most lines it may keep. Only shrinks.
 MODULES_OVER: dict[str, int] = {
-    "retriever/temporal_plan.py": 426,
     "services/api/mcp.py": 427,
     "services/eval/metrics.py": 412,
     "services/governance/retention.py": 407,
