@@ -26,7 +26,6 @@ FUNCTION_BOUND = 80
 MODULES_OVER: dict[str, int] = {
     "services/api/mcp.py": 427,
     "services/eval/metrics.py": 412,
-    "services/governance/retention.py": 407,
 }
 
 # Functions over FUNCTION_BOUND lines ("path:qualified name"), each with the most lines it may keep. Only shrinks.

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.api.console import jobs, ops, whynot
 from services.api.console.params import WORKSPACE, Admin, Mode, _as_of, _as_viewer, _replay_start, _rt, _unprocessable
 from services.api.console.render import HTML, _fragment, graph_layout, timeline
-from services.governance import access, audits, holds, retention
+from services.governance import access, audits, holds, retention_policies
 from services.stages import replayable_stages
 
 fragments = APIRouter(prefix="/v1/admin/console", tags=["console"])
@@ -178,7 +178,7 @@ async def governance_fragment(
     request: Request, _: Admin, workspace: Annotated[str | None, Query(pattern=WORKSPACE)] = None
 ) -> HTMLResponse:
     async with _rt(request).pool.acquire() as conn:
-        policies = await retention.policies(conn, workspace or None)
+        policies = await retention_policies.policies(conn, workspace or None)
         held = await holds.list_holds(conn, workspace=workspace or None, include_released=True)
     return _fragment("governance.html", policies=policies, holds=held)
 
