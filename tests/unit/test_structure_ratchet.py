@@ -25,7 +25,6 @@ FUNCTION_BOUND = 80
 # Modules over MODULE_BOUND lines, each with the most lines it may keep. Only shrinks.
 MODULES_OVER: dict[str, int] = {
     "services/api/mcp.py": 427,
-    "services/eval/metrics.py": 412,
 }
 
 # Functions over FUNCTION_BOUND lines ("path:qualified name"), each with the most lines it may keep. Only shrinks.
