@@ -25,12 +25,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever import multihop
+from retriever import lexical_math, multihop
 from retriever import passages as passages_mod
-from retriever import repository as search
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
-from services.eval.datasets import any_visible, event_visibility, iter_queries
+from services.eval.dataset_queries import any_visible, event_visibility, iter_queries
 from services.eval.gold import GoldQuery, Prediction
 from services.eval.live import eval_settings
 from services.eval.metrics import score
@@ -93,10 +92,10 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "w64": ("full", lambda: _weights(0.6, 0.4)),
     "w46": ("full", lambda: _weights(0.4, 0.6)),
     "base": ("full", contextlib.nullcontext),
-    "prf": ("full", lambda: patched(search, "PRF_ENABLED", True)),
-    "noprf": ("full", lambda: patched(search, "PRF_ENABLED", False)),
-    "prf02": ("full", lambda: patched(search, "PRF_WEIGHT", 0.2)),
-    "prf02w55": ("full", lambda: _stack(patched(search, "PRF_WEIGHT", 0.2), _weights(0.5, 0.5))),
+    "prf": ("full", lambda: patched(lexical_math, "PRF_ENABLED", True)),
+    "noprf": ("full", lambda: patched(lexical_math, "PRF_ENABLED", False)),
+    "prf02": ("full", lambda: patched(lexical_math, "PRF_WEIGHT", 0.2)),
+    "prf02w55": ("full", lambda: _stack(patched(lexical_math, "PRF_WEIGHT", 0.2), _weights(0.5, 0.5))),
     "autocut": ("full", lambda: patched(passages_mod, "fuse_and_rank", _no_keep(passages_mod.fuse_and_rank))),
     "nosecond": ("full", lambda: patched(multihop, "ENABLED", False)),
     "noauthor": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.0)),

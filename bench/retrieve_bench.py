@@ -37,7 +37,9 @@ import uvicorn
 
 from embedder.repository import ensure_hnsw_index
 from orgmem_sdk.client import OrgMemoryClient
-from retriever import repository as sql
+from retriever.dense import DenseConfig, _dense_hnsw, dense_arm, dense_exact
+from retriever.lexical import lexical_arm
+from retriever.scope import SearchScope
 from retriever.wiring import get_service
 from schemas.tools import RetrieveContextRequest
 from services.api.app import create_app
@@ -309,7 +311,7 @@ async def measure(call: Any, queries: list[tuple[str, Viewer]], concurrency: int
 async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, n: int = 100) -> dict[str, Any]:
     """recall@10 of the production dense arm (and of a plain ef_search=40 HNSW scan) vs exact search."""
     svc = get_service(rt)
-    cfg = sql.DenseConfig(rt.embedding.model, rt.embedding.dim, await svc.passages.pgvector())
+    cfg = DenseConfig(rt.embedding.model, rt.embedding.dim, await svc.passages.pgvector())
     out: dict[str, Any] = {}
     viewers = {
         "team_only_2.75pct": lambda: (f"group:{rng.choice(list(org.teams))}",),
@@ -322,12 +324,12 @@ async def dense_recall(rt: Any, org: Org, texts: list[str], rng: random.Random, 
         strategies: dict[str, int] = {}
         for _ in range(n):
             viewer = tuple(sorted(svc.hierarchy.expand(make())))
-            scope = sql.SearchScope("default", viewer)
+            scope = SearchScope("default", viewer)
             vec = (await svc.passages.embedder.embed_queries([query_for(rng, texts)]))[0]  # type: ignore[union-attr]
             async with rt.pool.acquire() as conn:
-                exact = set(await sql.dense_exact(conn, scope, vec, cfg, 10))
-                got = await sql.dense_arm(conn, scope, vec, cfg, 10)
-                plain = await sql._dense_hnsw(conn, scope, vec, cfg, 10, 40, iterative=False)
+                exact = set(await dense_exact(conn, scope, vec, cfg, 10))
+                got = await dense_arm(conn, scope, vec, cfg, 10)
+                plain = await _dense_hnsw(conn, scope, vec, cfg, 10, 40, iterative=False)
             strategies[got.strategy] = strategies.get(got.strategy, 0) + 1
             if exact:
                 prod.append(len(exact & set(got.ids[:10])) / len(exact))
@@ -349,13 +351,13 @@ async def lexical_overlap(rt: Any, org: Org, texts: list[str], rng: random.Rando
     exact_ms: list[float] = []
     async with rt.pool.acquire() as conn:
         for _ in range(n):
-            scope = sql.SearchScope("default", org.viewer().expand(svc.hierarchy))
+            scope = SearchScope("default", org.viewer().expand(svc.hierarchy))
             q = query_for(rng, texts)
             t = time.perf_counter()
-            exact = await sql.lexical_arm(conn, scope, q, 10, None)
+            exact = await lexical_arm(conn, scope, q, 10, None)
             exact_ms.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            got = await sql.lexical_arm(conn, scope, q, 10, maintained=True)
+            got = await lexical_arm(conn, scope, q, 10, maintained=True)
             prod_ms.append((time.perf_counter() - t) * 1000)
             if exact.ids:
                 overlap.append(len(set(exact.ids) & set(got.ids)) / len(exact.ids))

@@ -11,8 +11,8 @@ from dataclasses import replace as _replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from retriever.hits import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RRF_ONLY, RankConfig
 from retriever.packing import PackItem, PackResult, pack
-from retriever.ranking import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RRF_ONLY, RankConfig
 from retriever.temporal_plan import TemporalPlan, plan_temporal
 from schemas.tools import PassageFilters
 

@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from retriever.ranking import Hit, age_days, content_terms, tokens
+from retriever.boosts import age_days
+from retriever.hits import Hit
+from retriever.terms import content_terms, tokens
 
 MAX_SENTENCE_CHARS = 400
 SNIPPET_CHARS = 200

@@ -39,9 +39,10 @@ from typing import Any
 
 import asyncpg
 
-from retriever import repository as sql
-from retriever.ranking import STOPWORDS, Hit, RankedHit
-from retriever.repository import SearchScope, scope_where
+from retriever.hits import Hit, RankedHit
+from retriever.rows import ChunkRow, fetch_chunks
+from retriever.scope import SearchScope, scope_where
+from retriever.terms import STOPWORDS
 
 ENABLED = True
 """Whether the product's ``full`` arm runs the second round (baselines never do)."""
@@ -249,7 +250,7 @@ async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> di
 @dataclass
 class SecondRound:
     ranked: list[RankedHit]
-    rows: dict[str, sql.ChunkRow]
+    rows: dict[str, ChunkRow]
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
@@ -258,8 +259,8 @@ async def second_round(
     scope: SearchScope,
     query: str,
     ranked: Sequence[RankedHit],
-    rows: Mapping[str, sql.ChunkRow],
-    make_hit: Callable[[sql.ChunkRow], Hit],
+    rows: Mapping[str, ChunkRow],
+    make_hit: Callable[[ChunkRow], Hit],
     *,
     seeds: int | None = None,
     window: int | None = None,
@@ -282,7 +283,7 @@ async def second_round(
     neighbours = await thread_neighbours(conn, scope, [rh.hit.chunk_id for rh in boosted[:seeds]], window)
     missing = [n.chunk_id for n in neighbours if n.chunk_id not in out_rows]
     if missing:
-        out_rows.update(await sql.fetch_chunks(conn, scope, list(dict.fromkeys(missing))))
+        out_rows.update(await fetch_chunks(conn, scope, list(dict.fromkeys(missing))))
     hits = {n.chunk_id: make_hit(out_rows[n.chunk_id]) for n in neighbours if n.chunk_id in out_rows}
     merged = merge_neighbours(boosted, neighbours, hits, factor)
     added = len(merged) - len(boosted)

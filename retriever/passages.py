@@ -8,18 +8,30 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import multihop
-from retriever import repository as sql
+from retriever import lexical_math, multihop
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
+from retriever.dense import (
+    DEFAULT_EF_SEARCH,
+    DEFAULT_EXACT_THRESHOLD,
+    DenseConfig,
+    DenseResult,
+    dense_arm,
+    pgvector_version,
+    score_by_vector,
+)
 from retriever.graph_channel import RelationalResult, relational_arm
-from retriever.ranking import Hit, RankedHit, fuse_and_rank
+from retriever.hits import Hit, RankedHit
+from retriever.lexical import LexicalResult, lexeme_counts, lexical_arm, lexical_arm_prf
+from retriever.ranking import fuse_and_rank
+from retriever.rows import ChunkRow, fetch_chunks, resolve_author
+from retriever.scope import SearchScope, filtered
 from schemas.tools import PassageFilters
 from services import tracing
 from services.embedding_config import EmbeddingConfig
@@ -52,10 +64,20 @@ def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | 
 @dataclass
 class PassageSearch:
     ranked: list[RankedHit]
-    rows: dict[str, sql.ChunkRow]
+    rows: dict[str, ChunkRow]
     scores: dict[str, float]
     diagnostics: dict[str, Any]
     relational: RelationalResult = field(default_factory=RelationalResult)
+
+
+@dataclass
+class _ArmsFound:
+    """What the arms returned: ids best first and raw scores per arm, their diagnostics, the relational result."""
+
+    relational: RelationalResult
+    ids: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
 class PassageSearcher:
@@ -67,8 +89,8 @@ class PassageSearcher:
         embedder: Embedder | None,
         embedding: EmbeddingConfig,
         reranker: Reranker | None = None,
-        ef_search: int = sql.DEFAULT_EF_SEARCH,
-        exact_threshold: int = sql.DEFAULT_EXACT_THRESHOLD,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
     ) -> None:
         self.pool = pool
         self.hierarchy = hierarchy
@@ -82,7 +104,7 @@ class PassageSearcher:
     async def pgvector(self) -> tuple[int, ...]:
         if self._pgvector is None:
             async with self.pool.acquire() as conn:
-                self._pgvector = await sql.pgvector_version(conn)
+                self._pgvector = await pgvector_version(conn)
         return self._pgvector
 
     async def _timed(self, timings: dict[str, float], name: str, fn: Callable[[], Awaitable[T]]) -> T:
@@ -103,13 +125,13 @@ class PassageSearcher:
         vectors: list[list[float]] = await self._timed(timings, "embed", lambda: embedder.embed_queries([query]))
         return vectors[0]
 
-    async def _dense_config(self) -> sql.DenseConfig:
-        return sql.DenseConfig(
+    async def _dense_config(self) -> DenseConfig:
+        return DenseConfig(
             self.embedding.model, self.embedding.dim, await self.pgvector(), self.ef_search, self.exact_threshold
         )
 
     async def _semantic(
-        self, scope: sql.SearchScope, vector: list[float] | None, candidates: Sequence[str]
+        self, scope: SearchScope, vector: list[float] | None, candidates: Sequence[str]
     ) -> dict[str, float]:
         """The ``semantic`` step: exact cosine of every text-arm candidate, so fusion has a dense
         score for the lexical hits the dense arm did not return."""
@@ -117,32 +139,32 @@ class PassageSearcher:
             return {}
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
-            return await sql.score_by_vector(conn, scope, vector, candidates, cfg)
+            return await score_by_vector(conn, scope, vector, candidates, cfg)
 
     async def _dense(
-        self, scope: sql.SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
-    ) -> sql.DenseResult:
+        self, scope: SearchScope, vector: list[float] | None, k: int, timings: dict[str, float]
+    ) -> DenseResult:
         if vector is None:
-            return sql.DenseResult([], "no_embedder")
+            return DenseResult([], "no_embedder")
         cfg = await self._dense_config()
         async with self.pool.acquire() as conn:
             # the exact visible count (maintained, migration 0014) ignores filters (sources, kinds, dates,
             # people): with any of them the probe counts
-            estimate = None if sql.filtered(scope) else (await sql.lexeme_counts(conn, scope, [])).visible_rows
-            return await sql.dense_arm(conn, scope, vector, cfg, k, estimate)
+            estimate = None if filtered(scope) else (await lexeme_counts(conn, scope, [])).visible_rows
+            return await dense_arm(conn, scope, vector, cfg, k, estimate)
 
-    async def _lexical(self, scope: sql.SearchScope, query: str, k: int, prf: bool = False) -> sql.LexicalResult:
-        arm = sql.lexical_arm_prf if prf else sql.lexical_arm
+    async def _lexical(self, scope: SearchScope, query: str, k: int, prf: bool = False) -> LexicalResult:
+        arm = lexical_arm_prf if prf else lexical_arm
         async with self.pool.acquire() as conn:
             # exact maintained counts, read per query: never the planner's statistics, which change when
             # ANALYZE runs (issue 26)
             return await arm(conn, scope, query, k, maintained=True)
 
-    async def _fetch(self, scope: sql.SearchScope, ids: Sequence[str]) -> dict[str, sql.ChunkRow]:
+    async def _fetch(self, scope: SearchScope, ids: Sequence[str]) -> dict[str, ChunkRow]:
         async with self.pool.acquire() as conn:
-            return await sql.fetch_chunks(conn, scope, ids)
+            return await fetch_chunks(conn, scope, ids)
 
-    async def _relational(self, scope: sql.SearchScope, query: str) -> RelationalResult:
+    async def _relational(self, scope: SearchScope, query: str) -> RelationalResult:
         if scope.matches_nothing:
             return RelationalResult(notes={"relational": "empty viewer"})
         async with self.pool.acquire() as conn:
@@ -216,8 +238,8 @@ class PassageSearcher:
         timings: dict[str, float] = {}
         if filters.author:
             async with self.pool.acquire() as conn:
-                author_ids = await sql.resolve_author(conn, workspace, filters.author, viewer)
-        scope = sql.SearchScope(
+                author_ids = await resolve_author(conn, workspace, filters.author, viewer)
+        scope = SearchScope(
             workspace,
             viewer,
             tuple(filters.source_systems),
@@ -230,44 +252,11 @@ class PassageSearcher:
             participant_ids,
         )
         names, config = ARM_PRESETS[arms]
-        k = min(100, max(40, 4 * limit))
-        empty: Any = None
         wants_vector = "dense" in names or "semantic" in names
         vector = await self._query_vector(query, timings) if wants_vector and not scope.matches_nothing else None
-        dense, lexical, relational = await asyncio.gather(
-            self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
-            if "dense" in names
-            else asyncio.sleep(0, empty),
-            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, arms == "full" and sql.PRF_ENABLED))
-            if "lexical" in names
-            else asyncio.sleep(0, empty),
-            self._timed(timings, "relational", lambda: self._relational(scope, query))
-            if "relational" in names
-            else asyncio.sleep(0, empty),
-        )
-        arm_ids: dict[str, list[str]] = {}
-        arm_scores: dict[str, dict[str, float]] = {}
-        arm_diag: dict[str, Any] = {}
-        if dense is not None:
-            arm_ids["dense"] = dense.ids
-            arm_diag["dense"] = {
-                "count": len(dense.ids),
-                "strategy": dense.strategy,
-                "ef_search": dense.ef_search,
-                "visible_probe": dense.probe,
-            }
-        if lexical is not None:
-            arm_ids["lexical"] = lexical.ids
-            arm_scores["lexical"] = lexical.scores
-            arm_diag["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
-        relational = relational or RelationalResult()
-        if "relational" in names:
-            arm_ids["relational"] = relational.chunk_ids
-            arm_diag["relational"] = {
-                "count": len(relational.chunk_ids),
-                "parsed": relational.parsed,
-                **relational.notes,
-            }
+        prf = arms == "full" and lexical_math.PRF_ENABLED
+        found = await self._arms(scope, query, vector, names, min(100, max(40, 4 * limit)), prf, timings)
+        arm_ids, arm_scores, arm_diag = found.ids, found.scores, found.diagnostics
         # the semantic step only re-scores ids the arms already returned, so the candidates are known now and
         # their rows are fetched on another connection while it runs
         candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
@@ -285,7 +274,7 @@ class PassageSearcher:
             arm_scores["dense"] = semantic
             arm_diag["semantic"] = {"scored": len(semantic), "added_to_dense": added}
 
-        def make_hit(r: sql.ChunkRow) -> Hit:
+        def make_hit(r: ChunkRow) -> Hit:
             scope_name = self.hierarchy.scope_of(r.principals, own)
             return Hit(
                 r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, scope_name, r.access_count
@@ -293,23 +282,80 @@ class PassageSearcher:
 
         hits = {cid: make_hit(r) for cid, r in rows.items()}
         result = fuse_and_rank(
-            arm_ids,
-            hits,
-            query,
-            now,
-            config,
+            *(arm_ids, hits, query, now, config),
             arm_scores=arm_scores,
             boost_range=axes.boost_range,
             keep_at_least=limit,
         )
-        ranked = list(result.hits)
-        scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         diag: dict[str, Any] = {
             "arms": arm_diag,
             "fusion": fusion_diagnostics(result.diagnostics, set(rows)),
             "timings_ms": timings,
         }
-        if arms == "full" and multihop.ENABLED and ranked:
+        second_round = arms == "full" and multihop.ENABLED
+        ranked, rows, scores = await self._refine(
+            scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
+        )
+        return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
+
+    async def _arms(
+        self,
+        scope: SearchScope,
+        query: str,
+        vector: list[float] | None,
+        names: Collection[str],
+        k: int,
+        prf: bool,
+        timings: dict[str, float],
+    ) -> _ArmsFound:
+        """The dense, lexical and relational arms named in ``names``, concurrently, each timed."""
+        empty: Any = None
+        dense, lexical, relational = await asyncio.gather(
+            self._timed(timings, "dense", lambda: self._dense(scope, vector, k, timings))
+            if "dense" in names
+            else asyncio.sleep(0, empty),
+            self._timed(timings, "lexical", lambda: self._lexical(scope, query, k, prf))
+            if "lexical" in names
+            else asyncio.sleep(0, empty),
+            self._timed(timings, "relational", lambda: self._relational(scope, query))
+            if "relational" in names
+            else asyncio.sleep(0, empty),
+        )
+        found = _ArmsFound(relational=relational or RelationalResult())
+        if dense is not None:
+            found.ids["dense"] = dense.ids
+            found.diagnostics["dense"] = {
+                "count": len(dense.ids),
+                "strategy": dense.strategy,
+                "ef_search": dense.ef_search,
+                "visible_probe": dense.probe,
+            }
+        if lexical is not None:
+            found.ids["lexical"] = lexical.ids
+            found.scores["lexical"] = lexical.scores
+            found.diagnostics["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
+        if "relational" in names:
+            rel = found.relational
+            found.ids["relational"] = rel.chunk_ids
+            found.diagnostics["relational"] = {"count": len(rel.chunk_ids), "parsed": rel.parsed, **rel.notes}
+        return found
+
+    async def _refine(
+        self,
+        scope: SearchScope,
+        query: str,
+        ranked: list[RankedHit],
+        rows: dict[str, ChunkRow],
+        make_hit: Callable[[ChunkRow], Hit],
+        limit: int,
+        second_round: bool,
+        timings: dict[str, float],
+        diag: dict[str, Any],
+    ) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, float]]:
+        """The multi-hop second round (when asked) and the reranker (when set and there are more than ``limit``);
+        their diagnostics go into ``diag``."""
+        scores = {rh.hit.chunk_id: rh.score for rh in ranked}
+        if second_round and ranked:
             async with self.pool.acquire() as conn:
                 second = await self._timed(
                     timings, "second_round", lambda: multihop.second_round(conn, scope, query, ranked, rows, make_hit)
@@ -323,4 +369,4 @@ class PassageSearcher:
             ranked = [ranked[i] for i, _ in order]
             scores = {ranked[n].hit.chunk_id: s for n, (_, s) in enumerate(order)}
             diag["rerank"] = {"shortlist": len(texts)}
-        return PassageSearch(ranked[:limit], rows, scores, diag, relational)
+        return ranked, rows, scores

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import repository as sql
 from retriever.access import AccessRecorder
 from retriever.compose import (
     TimeAxes,
@@ -32,6 +31,7 @@ from retriever.compose import (
     plan_dict,
     resolve_time,
 )
+from retriever.dense import DEFAULT_EF_SEARCH, DEFAULT_EXACT_THRESHOLD
 from retriever.fabric import fabric_graph, fabric_join
 from retriever.gaps import analyze_gaps, numbered_citation_list
 from retriever.graph_channel import (
@@ -39,8 +39,9 @@ from retriever.graph_channel import (
     expand_graph,
     resolve_seeds,
 )
+from retriever.hits import Hit, RankedHit
 from retriever.passages import PassageSearcher
-from retriever.ranking import Hit, RankedHit
+from retriever.rows import ChunkRow, write_audit
 from schemas.tools import (
     Passage,
     RetrieveContextRequest,
@@ -74,8 +75,8 @@ class RetrieverService:
         embedding: EmbeddingConfig,
         reranker: Reranker | None = None,
         synthesizer: Synthesizer | None = None,
-        ef_search: int = sql.DEFAULT_EF_SEARCH,
-        exact_threshold: int = sql.DEFAULT_EXACT_THRESHOLD,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        exact_threshold: int = DEFAULT_EXACT_THRESHOLD,
         read_pool: ReadPool | None = None,
     ) -> None:
         self.pool = pool  # writes (audit) and reads of one's own writes
@@ -97,7 +98,7 @@ class RetrieverService:
         """Write pending access counts (before the pool closes)."""
         await self.access.aclose()
 
-    def _passage(self, rh: RankedHit, row: sql.ChunkRow, score: float, text: str | None = None) -> Passage:
+    def _passage(self, rh: RankedHit, row: ChunkRow, score: float, text: str | None = None) -> Passage:
         return Passage(
             document_id=row.document_id,
             source_system=row.source_system,
@@ -229,28 +230,12 @@ class RetrieverService:
         paths = [p for i, p in enumerate(graph.paths) if f"path:{i}" in kept]
         diag = found.diagnostics | {
             "mode": req.mode,
-            "graph": {
-                "seeds": len(graph.seeds),
-                "about": graph.resolved_about,
-                **graph.notes,
-                "structured_facts": len(facts),
-                "paths": len(paths),
-                "fact_diffs": len(graph.fact_diffs),
-            },
+            "graph": _graph_diagnostics(graph, facts, paths),
             "packing": packing_diagnostics(packed, req.max_tokens),
         }
         if req.mode == "fabric":
             diag["fabric"] = fabric_diag
-            cross, relations = set(fabric_diag["cross_validated"]), fabric_diag["relations"]
-            passages = [
-                p.model_copy(
-                    update={
-                        "cross_validated": str(p.chunk_id) in cross,
-                        "graph_relations": relations.get(str(p.chunk_id)) or None,
-                    }
-                )
-                for p in passages
-            ]
+            passages = _cross_validated(passages, fabric_diag)
         answer, gaps = None, None
         if req.synthesize:
             answer, diag["synthesis"] = await self._synthesize(req.query, passages)
@@ -319,7 +304,7 @@ class RetrieverService:
         diag["reads"] = self.reads.status()  # replica, or the primary and why
         who = viewer.principal_id or (",".join(viewer.groups)[:1000] or None)
         async with self.pool.acquire() as conn:
-            await sql.write_audit(
+            await write_audit(
                 conn,
                 workspace=workspace,
                 viewer=who,
@@ -330,3 +315,29 @@ class RetrieverService:
                 latency_ms=latency,
                 diagnostics=json.dumps({"timings_ms": diag.get("timings_ms")}),
             )
+
+
+def _graph_diagnostics(graph: GraphContext, facts: Sequence[object], paths: Sequence[object]) -> dict[str, Any]:
+    """The graph side of ``retrieve_context``'s diagnostics: seeds, resolved subjects, notes and what was kept."""
+    return {
+        "seeds": len(graph.seeds),
+        "about": graph.resolved_about,
+        **graph.notes,
+        "structured_facts": len(facts),
+        "paths": len(paths),
+        "fact_diffs": len(graph.fact_diffs),
+    }
+
+
+def _cross_validated(passages: list[Passage], fabric_diag: dict[str, Any]) -> list[Passage]:
+    """Fabric mode: each passage marked cross-validated (the graph agrees) with the graph relations it carries."""
+    cross, relations = set(fabric_diag["cross_validated"]), fabric_diag["relations"]
+    return [
+        p.model_copy(
+            update={
+                "cross_validated": str(p.chunk_id) in cross,
+                "graph_relations": relations.get(str(p.chunk_id)) or None,
+            }
+        )
+        for p in passages
+    ]

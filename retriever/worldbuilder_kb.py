@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from retriever import repository as sql
 from retriever.compose import TimeAxes
+from retriever.passages import PassageSearch
+from retriever.rows import resolve_author
 from retriever.service import RetrieverService
 from schemas.graph import EntityBrief
 from schemas.worldbuilder import KbDocument, KbPassage, KbPerson, WorldbuilderKbRequest, WorldbuilderKbResponse
@@ -34,7 +35,7 @@ async def resolve_people(conn: asyncpg.Connection, workspace: str, viewer: Princ
         ids = (uuid.UUID(value),)
     except ValueError:
         if "@" in value:
-            ids = await sql.resolve_author(conn, workspace, value, viewer)
+            ids = await resolve_author(conn, workspace, value, viewer)
     if ids:
         rows = await conn.fetch(
             "SELECT DISTINCT COALESCE(p.merged_into, p.id) AS id FROM people p WHERE p.id = ANY($1::uuid[])",
@@ -96,42 +97,10 @@ async def worldbuilder_kb(svc: RetrieverService, req: WorldbuilderKbRequest, vie
         author_ids=author_ids,
         participant_ids=participant_ids,
     )
-    order: list[str] = []
-    groups: dict[str, list[KbPassage]] = {}
-    for rh in found.ranked:
-        row = found.rows[rh.hit.chunk_id]
-        doc = str(row.document_id)
-        if doc not in groups:
-            if len(order) >= req.limit:
-                continue
-            order.append(doc)
-            groups[doc] = []
-        if len(groups[doc]) < PASSAGES_PER_DOCUMENT:
-            groups[doc].append(
-                KbPassage(
-                    chunk_id=row.chunk_id,
-                    text=row.parent_text or row.text,
-                    snippet=row.text,
-                    score=found.scores[rh.hit.chunk_id],
-                )
-            )
+    order, groups = _grouped(found, req.limit)
     doc_ids = [uuid.UUID(d) for d in order]
     async with svc.pool.acquire() as conn:
-        people_rows = await conn.fetch(
-            "SELECT x.document_id, COALESCE(p.merged_into, p.id) AS pid,"
-            " COALESCE(m.display_name, p.display_name, m.primary_email, p.primary_email) AS name,"
-            " array_agg(DISTINCT x.role ORDER BY x.role) AS roles"
-            " FROM participants x JOIN people p ON p.id = x.person_id LEFT JOIN people m ON m.id = p.merged_into"
-            " WHERE x.document_id = ANY($1::uuid[]) GROUP BY 1, 2, 3 ORDER BY 1, (bool_or(x.role = 'author')) DESC, 3",
-            doc_ids,
-        )
-    people_of: dict[uuid.UUID, list[KbPerson]] = {}
-    for r in people_rows:
-        people_of.setdefault(r["document_id"], []).append(
-            KbPerson(
-                person=EntityBrief(type="person", id=r["pid"], name=r["name"] or str(r["pid"])), roles=list(r["roles"])
-            )
-        )
+        people_of = await _people_of(conn, doc_ids)
     results = []
     for d in doc_ids:
         first = next(rh for rh in found.ranked if str(found.rows[rh.hit.chunk_id].document_id) == str(d))
@@ -154,3 +123,47 @@ async def worldbuilder_kb(svc: RetrieverService, req: WorldbuilderKbRequest, vie
     diag = found.diagnostics | {"worldbuilder": notes, "documents": len(results)}
     diag.setdefault("timings_ms", {})["total"] = round((time.perf_counter() - start) * 1000, 2)
     return WorldbuilderKbResponse(results=results, resolved=resolved, diagnostics=diag)
+
+
+def _grouped(found: PassageSearch, limit: int) -> tuple[list[str], dict[str, list[KbPassage]]]:
+    """The first ``limit`` documents in rank order, each with its best ``PASSAGES_PER_DOCUMENT`` passages."""
+    order: list[str] = []
+    groups: dict[str, list[KbPassage]] = {}
+    for rh in found.ranked:
+        row = found.rows[rh.hit.chunk_id]
+        doc = str(row.document_id)
+        if doc not in groups:
+            if len(order) >= limit:
+                continue
+            order.append(doc)
+            groups[doc] = []
+        if len(groups[doc]) < PASSAGES_PER_DOCUMENT:
+            groups[doc].append(
+                KbPassage(
+                    chunk_id=row.chunk_id,
+                    text=row.parent_text or row.text,
+                    snippet=row.text,
+                    score=found.scores[rh.hit.chunk_id],
+                )
+            )
+    return order, groups
+
+
+async def _people_of(conn: asyncpg.Connection, doc_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[KbPerson]]:
+    """Each document's people (merged persons, authors first) with their roles."""
+    people_rows = await conn.fetch(
+        "SELECT x.document_id, COALESCE(p.merged_into, p.id) AS pid,"
+        " COALESCE(m.display_name, p.display_name, m.primary_email, p.primary_email) AS name,"
+        " array_agg(DISTINCT x.role ORDER BY x.role) AS roles"
+        " FROM participants x JOIN people p ON p.id = x.person_id LEFT JOIN people m ON m.id = p.merged_into"
+        " WHERE x.document_id = ANY($1::uuid[]) GROUP BY 1, 2, 3 ORDER BY 1, (bool_or(x.role = 'author')) DESC, 3",
+        doc_ids,
+    )
+    people_of: dict[uuid.UUID, list[KbPerson]] = {}
+    for r in people_rows:
+        people_of.setdefault(r["document_id"], []).append(
+            KbPerson(
+                person=EntityBrief(type="person", id=r["pid"], name=r["name"] or str(r["pid"])), roles=list(r["roles"])
+            )
+        )
+    return people_of

@@ -29,7 +29,7 @@ from schemas.admin import (
 from schemas.envelope import PRINCIPAL_RE
 from schemas.validation import AwareBoundedDatetime, SafeStr, bigint_cursor
 from services.api.auth import require_admin
-from services.governance import access, audits, budgets, holds, retention
+from services.governance import access, audits, budgets, holds, retention, retention_policies
 from services.governance.health import admin_health
 from services.ops.retention import PURGE_HOOKS
 from services.stages import CATALOGUE
@@ -104,13 +104,13 @@ async def list_policies(
     request: Request, _: Admin, workspace: Annotated[str | None, Query(pattern=NAME)] = None
 ) -> list[dict[str, Any]]:
     async with _rt(request).pool.acquire() as conn:
-        return await retention.policies(conn, workspace)
+        return await retention_policies.policies(conn, workspace)
 
 
 @router.put("/retention/policies", response_model=RetentionPolicy)
 async def put_policy(request: Request, viewer: Admin, body: RetentionPolicy) -> RetentionPolicy:
     async with _rt(request).pool.acquire() as conn:
-        await retention.put_policy(conn, body.model_dump(), _actor(viewer))
+        await retention_policies.put_policy(conn, body.model_dump(), _actor(viewer))
     return body
 
 
@@ -123,7 +123,7 @@ async def delete_policy(
     kind: Annotated[str, Query(pattern=r"^[A-Za-z0-9_.:\-*]{1,200}$")] = "*",
 ) -> None:
     async with _rt(request).pool.acquire() as conn:
-        if not await retention.delete_policy(conn, workspace, source_system, kind):
+        if not await retention_policies.delete_policy(conn, workspace, source_system, kind):
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail={"field": "workspace", "msg": "no such policy"})
 
 

@@ -40,10 +40,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retriever.rpc import error_status
 from schemas.envelope import Principal
-from services.api import catalogue
+from services.api import catalogue, tool_contract
 from services.api.auth import CREDENTIAL_STATE, credential_of, require_viewer, viewer_for
-from services.api.catalogue import CatalogueTool
 from services.api.errors import error_response
+from services.api.mcp_render import render
+from services.api.tool_contract import CatalogueTool
 from services.credentials import Credential
 from services.errors import ConfigurationError, OrgMemoryError
 from services.runtime import Runtime
@@ -52,77 +53,12 @@ from services.viewer import Viewer
 log = logging.getLogger("orgmem.mcp")
 VIEWER_STATE = "orgmem_viewer"
 M = TypeVar("M", bound=BaseModel)
-SNIPPET_CHARS = 400
 
 ViewerOf = Callable[[Context], Viewer | Awaitable[Viewer]]
 RuntimeOf = Callable[[], Runtime]
 
 
-# ---- text renderings (what a model reads) ---------------------------------------------------------
-def _cite(n: int, p: dict[str, Any]) -> str:
-    where = f"{p.get('source_system')} {p.get('external_id')}"
-    if p.get("url"):
-        where += f" {p['url']}"
-    title = f"{p['title']}: " if p.get("title") else ""
-    text = " ".join(str(p.get("text") or p.get("snippet") or "").split())
-    if len(text) > SNIPPET_CHARS:
-        text = text[: SNIPPET_CHARS - 1] + "…"
-    return f"[{n}] {title}{text}\n    — {where}, {p.get('event_time')}"
-
-
-def render(tool: str, data: dict[str, Any]) -> str:
-    """A compact rendering with numbered citations (source system, external id, url, event time)."""
-    lines: list[str] = []
-    passages = data.get("passages") or []
-    for i, p in enumerate(passages, 1):
-        lines.append(_cite(i, p))
-    for key in ("structured_facts", "facts", "search_facts"):
-        for f in data.get(key) or []:
-            lines.append("fact: " + json.dumps(f, default=str, separators=(",", ":"))[:600])
-    for p in data.get("paths") or []:
-        lines.append("path: " + json.dumps(p, default=str, separators=(",", ":"))[:600])
-    if tool in ("remember", "forget"):
-        lines.append(json.dumps({k: v for k, v in data.items() if k != "key"}, default=str))
-    if tool in JSON_RENDERED:
-        lines.append(json.dumps(data, default=str, separators=(",", ":"))[:4000])
-    if tool == "worldbuilder_lookup":
-        lines += _render_profile(data.get("profile") or {})
-    for hit in data.get("results") or []:
-        if tool == "search_procedural_memory":
-            proc = hit.get("procedure") or {}
-            steps = "; ".join(f"{i}. {st}" for i, st in enumerate(proc.get("steps") or [], 1))
-            lines.append(
-                f"procedure {proc.get('name')} (v{proc.get('version')}, id {proc.get('procedure_id')}): {steps}"
-            )
-    if data.get("answer"):
-        lines.insert(0, f"answer: {data['answer']}")
-    if not lines:
-        lines.append("no results visible to you")
-    return "\n".join(lines)
-
-
-def _render_profile(profile: dict[str, Any]) -> list[str]:
-    """A Worldbuilder profile as lines of ``field: value [evidence document ids]``."""
-    lines: list[str] = []
-    subject = profile.get("subject") or {}
-    if subject:
-        lines.append(f"profile of {subject.get('name')} ({profile.get('kind')})")
-    for name, value in profile.items():
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if isinstance(item, dict) and "value" in item:
-                evidence = ",".join(str(e) for e in item.get("evidence") or [])
-                lines.append(f"{name}: {item['value']}" + (f" [evidence {evidence}]" if evidence else ""))
-    return lines
-
-
-def _result(tool: str, response: BaseModel) -> CallToolResult:
-    data = response.model_dump(mode="json")
-    return CallToolResult(content=[TextContent(type="text", text=render(tool, data))], structured_content=data)
-
-
 # ---- tools ------------------------------------------------------------------------------------------
-JSON_RENDERED = frozenset({"diff_facts", "worldbuilder_kb"})  # the others have their own rendering above
 
 
 def tool_error(exc: OrgMemoryError) -> CallToolResult:
@@ -166,12 +102,12 @@ def _tool(spec: CatalogueTool[Any, Any], runtime_of: RuntimeOf, viewer_of: Viewe
         annotations=ToolAnnotations(read_only_hint=spec.read_only, open_world_hint=False),
     )
     tool.fn_metadata.arg_model = _PassThrough  # validation is the catalogue's (one rule set for MCP and RPC)
-    tool.parameters = catalogue.model_schema(spec)
+    tool.parameters = tool_contract.model_schema(spec)
     return tool
 
 
 class _PassThrough(ArgModelBase):
-    """Hands every argument on untouched; ``catalogue.parse`` validates them."""
+    """Hands every argument on untouched; ``tool_contract.parse`` validates them."""
 
     model_config = ConfigDict(extra="allow")
 

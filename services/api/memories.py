@@ -37,7 +37,7 @@ from schemas.memory import (
     WhoAmIRequest,
     WhoAmIResponse,
 )
-from services import memories
+from services import memory_verbs
 from services.api.auth import require_viewer
 from services.memories import MemoryWriteError, caller_of, get_memory_service
 from services.runtime import Runtime
@@ -103,7 +103,7 @@ async def list_memories(
 ) -> MemoryList:
     req = _model(ListMemoriesRequest, {"scope": scope, "limit": limit, "cursor": cursor, "workspace": workspace})
     try:
-        return await memories.list_memories(_rt(request), viewer, req)
+        return await memory_verbs.list_memories(_rt(request), viewer, req)
     except MemoryWriteError as exc:
         raise http_error(exc) from exc
 
@@ -117,7 +117,7 @@ async def get_memory(
 ) -> MemoryDetail:
     req = _model(GetMemoryRequest, {"memory_id": memory_id, "workspace": workspace})
     try:
-        return await memories.get_memory(_rt(request), viewer, req)
+        return await memory_verbs.get_memory(_rt(request), viewer, req)
     except MemoryWriteError as exc:
         raise http_error(exc) from exc
 
@@ -134,7 +134,7 @@ async def update_memory(
 ) -> UpdateMemoryResponse:
     req = _model(UpdateMemoryRequest, {"memory_id": memory_id, "text": body.text, "workspace": workspace})
     try:
-        return await memories.update_memory(_rt(request), viewer, req)
+        return await memory_verbs.update_memory(_rt(request), viewer, req)
     except MemoryWriteError as exc:
         raise http_error(exc) from exc
 
@@ -155,4 +155,4 @@ async def forget(
 
 @router.get("/v1/whoami", response_model=WhoAmIResponse, tags=["agents"])
 async def whoami(request: Request, viewer: Annotated[Viewer, Depends(require_viewer)]) -> WhoAmIResponse:
-    return await memories.whoami(_rt(request), viewer, WhoAmIRequest())
+    return await memory_verbs.whoami(_rt(request), viewer, WhoAmIRequest())

@@ -13,7 +13,7 @@ from services.settings import Settings
 
 async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "score":
-        from services.eval.datasets import score_files
+        from services.eval.dataset_queries import score_files
 
         if not args.gold or not args.predictions:
             raise SystemExit("eval score needs --gold and --predictions")
@@ -75,7 +75,8 @@ def _metric(report: Any, name: str) -> float:
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from services.eval.datasets import directory_people, iter_envelopes, iter_memberships
+    from services.eval.datasets import iter_envelopes
+    from services.eval.directory_data import directory_people, iter_memberships
     from services.kafka.topics import ensure_topics
     from services.producer import EnvelopeProducer
 

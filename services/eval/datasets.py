@@ -55,24 +55,36 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from schemas.envelope import MAX_FUTURE, ChangeEnvelope, DocumentKind
 from services.eval.gold import (
     GoldFormatError,
-    GoldQuery,
-    Prediction,
     iter_json_lines,
-    read_gold,
-    read_predictions,
 )
-from services.eval.metrics import DEFAULT_KS, Report, Target, Visibility, score
 from services.payload_errors import first_error
 
 NAMESPACE = uuid.UUID("6f1c2a8e-3b0d-5e57-9a41-0a7d2c3e9b10")
+
+
 FALLBACK_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 DEFAULT_TIME_OFFSETS: dict[str, timedelta] = {"herb": timedelta(weeks=-156)}
+
+
 MAX_PARTICIPANTS = 1000
+
+
 PREV_TURN_WINDOW = timedelta(hours=24)
+
+
 Context = Literal["turn", "speaker", "speaker_prev"]
+
+
 CONTEXTS: tuple[Context, ...] = ("turn", "speaker", "speaker_prev")
+
+
 """``turn`` (the default) is the connector protocol; the others are loader rewrites (upper bounds only)."""
+
+
 OnFuture = Literal["error", "skip", "clamp"]
+
 
 KIND_MAP: dict[str, DocumentKind] = {
     **{k: DocumentKind.MESSAGE for k in ("message", "chat_message", "slack_message", "meeting_chat", "chat")},
@@ -82,6 +94,8 @@ KIND_MAP: dict[str, DocumentKind] = {
     **{k: DocumentKind.TICKET for k in ("ticket", "issue", "jira_ticket")},
     **{k: DocumentKind.PULL_REQUEST for k in ("pull_request", "pr", "merge_request")},
 }
+
+
 _KIND_KEYWORDS: tuple[tuple[tuple[str, ...], DocumentKind], ...] = (
     (("mail",), DocumentKind.EMAIL),
     (("meeting",), DocumentKind.MEETING),
@@ -89,6 +103,8 @@ _KIND_KEYWORDS: tuple[tuple[tuple[str, ...], DocumentKind], ...] = (
     (("pull", "merge"), DocumentKind.PULL_REQUEST),
     (("chat", "message", "slack", "turn", "dm"), DocumentKind.MESSAGE),
 )
+
+
 _NAME_EMAIL = re.compile(r"^\s*(?P<name>.*?)\s*<(?P<email>[^<>@\s]+@[^<>@\s]+)>\s*$")
 
 
@@ -131,9 +147,6 @@ class LoadedEvent:
     envelope: ChangeEnvelope
 
 
-# --- deterministic names ------------------------------------------------------------------
-
-
 def system_name(dataset: str) -> str:
     cleaned = re.sub(r"[^a-z0-9_.\-]", "-", dataset.strip().lower())[:64]
     if not cleaned:
@@ -167,9 +180,6 @@ def to_utc(value: datetime | None, offset: timedelta = timedelta(0)) -> datetime
     return aware + offset
 
 
-# --- people -------------------------------------------------------------------------------
-
-
 def load_people(path: str | Path) -> dict[str, str]:
     """``people.jsonl`` rows ``{id, name}`` → id → display name."""
     return {str(o["id"]): str(o["name"]) for _, o in iter_json_lines(path) if "id" in o and "name" in o}
@@ -192,9 +202,6 @@ def _person_fields(ref: str, system: str, people: Mapping[str, str], synthetic: 
 def _speaker(ref: str, people: Mapping[str, str]) -> str:
     match = _NAME_EMAIL.match(ref)
     return (match["name"] or match["email"]) if match else people.get(ref, ref)
-
-
-# --- events -------------------------------------------------------------------------------
 
 
 def _format_error(exc: ValidationError, what: str, path: str | Path, line: int) -> DatasetFormatError:
@@ -320,183 +327,3 @@ def iter_envelopes(path: str | Path, *, workspace: str, **options: Any) -> Itera
     """Stream ``ChangeEnvelope``s; ``options`` are those of ``iter_loaded``."""
     for loaded in iter_loaded(path, workspace=workspace, **options):
         yield loaded.envelope
-
-
-def event_visibility(path: str | Path, *, limit: int | None = None) -> dict[str, frozenset[str]]:
-    """Event id → group principals that may see it (for the leak check)."""
-    return {
-        raw.id: frozenset(group_principal(raw.dataset, g) for g in raw.groups)
-        for _, raw in iter_raw_events(path, limit=limit)
-    }
-
-
-def any_visible(id_principals: Mapping[str, frozenset[str]], *, unknown_visible: bool = False) -> Visibility:
-    """Passage rule: visible iff the viewer holds ANY of the id's principals.
-
-    An id missing from ``id_principals`` (hallucinated, or from another corpus) counts as not
-    visible, i.e. as a leak, unless ``unknown_visible``.
-    """
-
-    def visible(viewer: frozenset[str], doc: str) -> bool:
-        principals = id_principals.get(doc)
-        return unknown_visible if principals is None else not principals.isdisjoint(viewer)
-
-    return visible
-
-
-# --- queries ------------------------------------------------------------------------------
-
-
-def iter_queries(
-    path: str | Path, *, limit: int | None = None, time_offset: timedelta | None = None
-) -> Iterator[GoldQuery]:
-    """Common-layout ``queries.jsonl`` (a folder or the file) → ``GoldQuery``.
-
-    ``gold_ids`` → ``expected_doc_ids``; ``groups`` → viewer groups (no user principal);
-    ``as_of`` naive = UTC, shifted like the events; ``meta.mode`` / ``meta.subjects`` /
-    ``meta.expected_claim_ids`` pass through when present.
-    """
-    file = _events_file(path, "queries.jsonl")
-    for n, (line, obj) in enumerate(iter_json_lines(file)):
-        if limit is not None and n >= limit:
-            return
-        try:
-            raw = RawQuery.model_validate(obj)
-            offset = DEFAULT_TIME_OFFSETS.get(system_name(raw.dataset), timedelta(0))
-            offset = offset if time_offset is None else time_offset
-            yield GoldQuery.model_validate(
-                {
-                    "qid": raw.qid,
-                    "query": raw.query,
-                    "category": raw.category,
-                    "viewer": {"groups": [group_principal(raw.dataset, g) for g in raw.groups]},
-                    "mode": raw.meta.get("mode"),
-                    "subjects": raw.meta.get("subjects"),
-                    "as_of": to_utc(raw.as_of, offset) if raw.as_of else None,
-                    "expected_doc_ids": raw.gold_ids,
-                    "expected_claim_ids": raw.meta.get("expected_claim_ids") or (),
-                    "answer": None if raw.answer is None else str(raw.answer),
-                }
-            )
-        except ValidationError as exc:
-            raise _format_error(exc, "query field", file, line) from exc
-
-
-def read_gold_any(path: str | Path) -> list[GoldQuery]:
-    """Read gold in either format: ``GoldQuery`` lines, or common-layout queries (have ``gold_ids``)."""
-    first = next(iter_json_lines(path), None)
-    if first is not None and "gold_ids" in first[1]:
-        return list(iter_queries(path))
-    return read_gold(path)
-
-
-def score_files(
-    gold: str | Path,
-    predictions: str | Path,
-    *,
-    events: str | Path | None = None,
-    target: Target = "doc",
-    ks: tuple[int, ...] = DEFAULT_KS,
-) -> Report:
-    """``orgmem eval score``: gold + predictions (+ events for the leak check) → ``Report``."""
-    visibility = any_visible(event_visibility(events)) if events is not None else None
-    preds: list[Prediction] = read_predictions(predictions)
-    return score(read_gold_any(gold), preds, target=target, ks=ks, visibility=visibility)
-
-
-# --- org hierarchy ------------------------------------------------------------------------
-
-Level = Literal["user", "team", "division", "org"]
-HierarchySpec = Mapping[str, tuple[Level, str | None]]
-"""group name → (level, parent group name or None)."""
-
-DEMO_DATASET = "northwind"
-DEMO_HIERARCHY_SPEC: dict[str, tuple[Level, str | None]] = {
-    "org-northwind": ("org", None),
-    "div-engineering": ("division", "org-northwind"),
-    "div-go-to-market": ("division", "org-northwind"),
-    "team-platform": ("team", "div-engineering"),
-    "team-search": ("team", "div-engineering"),
-    "team-growth": ("team", "div-go-to-market"),
-    "exec-private": ("team", "org-northwind"),
-    "dm-ana-omar": ("user", None),
-}
-
-
-def hierarchy_from_spec(dataset: str, spec: HierarchySpec) -> dict[str, dict[str, dict[str, str | None]]]:
-    """``{"groups": {uuid: {level, parent, name}}}`` with the loader's group uuids.
-
-    Levels are team ⊂ division ⊂ org; ``user`` marks person-level private groups (DMs) that sit
-    outside the tree. Every parent must itself be in the spec.
-    """
-    groups: dict[str, dict[str, str | None]] = {}
-    for name, (level, parent) in spec.items():
-        if parent is not None and parent not in spec:
-            raise ValueError(f"group {name!r}: parent {parent!r} is not in the spec")
-        groups[group_principal(dataset, name).removeprefix("group:")] = {
-            "level": level,
-            "parent": group_principal(dataset, parent).removeprefix("group:") if parent else None,
-            "name": name,
-        }
-    return {"groups": groups}
-
-
-class RawMembership(BaseModel):
-    """One line of ``memberships.jsonl``: people (by email) added to / removed from a group at a time."""
-
-    model_config = ConfigDict(extra="forbid")
-    dataset: str
-    group: str
-    timestamp: datetime
-    added: list[str] = []
-    removed: list[str] = []
-
-
-def user_principal(dataset: str, email: str) -> str:
-    """A person's user principal: ``user:{uuid5(NAMESPACE, f"user:{dataset}:{email}")}`` (email lower-cased)."""
-    return f"user:{uuid.uuid5(NAMESPACE, f'user:{dataset}:{email.strip().lower()}')}"
-
-
-def iter_memberships(path: str | Path, *, workspace: str) -> Iterator[ChangeEnvelope]:
-    """The org directory of a data set: one ``op: membership`` envelope per line of ``memberships.jsonl``
-    beside ``events.jsonl`` (none when the file is absent). Groups map like events' groups, people to
-    ``user_principal``; envelope ids are uuid5 of (workspace, dataset, line), so a reload is a redelivery."""
-    folder = Path(path)
-    file = (folder if folder.is_dir() else folder.parent) / "memberships.jsonl"
-    if not file.exists():
-        return
-    for n, text in enumerate(file.read_text().splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            raw = RawMembership.model_validate_json(text)
-        except ValidationError as exc:
-            raise _format_error(exc, "membership", file, n) from None
-        yield ChangeEnvelope.model_validate(
-            {
-                "envelope_id": str(envelope_uuid(workspace, raw.dataset, f"membership/{n}")),
-                "workspace": workspace,
-                "op": "membership",
-                "source": {"system": "directory", "external_id": f"{system_name(raw.dataset)}/{raw.group}"},
-                "event_time": to_utc(raw.timestamp).isoformat(),
-                "membership": {
-                    "group": group_principal(raw.dataset, raw.group),
-                    "added": [user_principal(raw.dataset, e) for e in raw.added],
-                    "removed": [user_principal(raw.dataset, e) for e in raw.removed],
-                },
-            }
-        )
-
-
-def directory_people(path: str | Path) -> dict[str, str]:
-    """Email → user principal of everyone in a data set's ``memberships.jsonl``."""
-    out: dict[str, str] = {}
-    folder = Path(path)
-    file = (folder if folder.is_dir() else folder.parent) / "memberships.jsonl"
-    if file.exists():
-        for text in file.read_text().splitlines():
-            if text.strip():
-                raw = RawMembership.model_validate_json(text)
-                for email in raw.added + raw.removed:
-                    out[email.lower()] = user_principal(raw.dataset, email)
-    return dict(sorted(out.items()))

@@ -15,7 +15,7 @@ Rules:
 - ids are the documents' ``source.external_id`` (for the common layout: the event ids) and the
   claims' ids; ``doc_ids`` / ``claim_ids`` are ranked, best first.
 - optional ``doc_scores`` / ``claim_scores`` run parallel to the id lists; when given, the scorer
-  re-sorts by score (see ``metrics.rank``), so ties are treated by a documented rule.
+  re-sorts by score (see ``rank_metrics.rank``), so ties are treated by a documented rule.
 - ``as_of`` is ISO 8601; a naive timestamp means UTC.
 - unknown fields are rejected; duplicate ``qid`` in one file is an error.
 - every reading error is a ``GoldFormatError`` naming the path, the 1-based line and the field.

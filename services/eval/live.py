@@ -20,7 +20,8 @@ from typing import Any
 
 from services.db.migrate import migrate
 from services.eval import flags
-from services.eval.datasets import Context, any_visible, event_visibility, iter_envelopes, iter_queries
+from services.eval.dataset_queries import any_visible, event_visibility, iter_queries
+from services.eval.datasets import Context, iter_envelopes
 from services.eval.gold import GoldQuery, Prediction, write_predictions
 from services.eval.metrics import Report, compare_table, score
 from services.kafka.topics import ensure_topics

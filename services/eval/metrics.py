@@ -34,87 +34,35 @@ Rules (each one is unit-tested on hand-computed cases):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from services.eval.gold import GoldQuery, Prediction
+from services.eval.rank_metrics import (
+    RANK_CUTOFF,
+    Ties,
+    hit_at,
+    ndcg_at,
+    precision_at,
+    rank,
+    recall_at,
+    reciprocal_rank,
+)
 
 Target = Literal["doc", "claim"]
-Ties = Literal["given", "pessimistic"]
+
+
 Visibility = Callable[[frozenset[str], str], bool]
+
+
 """``visibility(viewer_principals, id) -> bool``: may this viewer see this id?"""
 
+
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
-RANK_CUTOFF = 10
+
+
 DEFAULT_ABSTENTION_CATEGORIES: frozenset[str] = frozenset({"adversarial"})
-
-
-# --- ranking ------------------------------------------------------------------------------
-
-
-def rank(
-    ids: Sequence[str],
-    scores: Sequence[float] | None = None,
-    *,
-    relevant: Iterable[str] = (),
-    ties: Ties = "given",
-) -> list[str]:
-    """De-duplicate (first occurrence wins) and, when scores are given, sort by score."""
-    first: dict[str, int] = {}
-    for i, doc in enumerate(ids):
-        first.setdefault(doc, i)
-    unique = sorted(first, key=first.__getitem__)
-    if scores is None:
-        return unique
-    if len(scores) != len(ids):
-        raise ValueError(f"one score per id expected ({len(scores)} != {len(ids)})")
-    rel = frozenset(relevant)
-
-    def key(doc: str) -> tuple[float, int, int]:
-        position = first[doc]
-        tie_rank = (1 if doc in rel else 0) if ties == "pessimistic" else 0
-        return (-scores[position], tie_rank, position)
-
-    return sorted(unique, key=key)
-
-
-# --- per-query metrics (``ranked`` must already be de-duplicated) ---------------------------
-
-
-def _hits(ranked: Sequence[str], relevant: frozenset[str], k: int) -> int:
-    return sum(1 for doc in ranked[:k] if doc in relevant)
-
-
-def hit_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
-    return 1.0 if _hits(ranked, relevant, k) else 0.0
-
-
-def recall_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
-    return _hits(ranked, relevant, k) / len(relevant) if relevant else 0.0
-
-
-def precision_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
-    return _hits(ranked, relevant, k) / k if k > 0 else 0.0
-
-
-def reciprocal_rank(ranked: Sequence[str], relevant: frozenset[str], cutoff: int = RANK_CUTOFF) -> float:
-    for position, doc in enumerate(ranked[:cutoff], start=1):
-        if doc in relevant:
-            return 1.0 / position
-    return 0.0
-
-
-def ndcg_at(ranked: Sequence[str], relevant: frozenset[str], k: int = RANK_CUTOFF) -> float:
-    if not relevant:
-        return 0.0
-    dcg = sum(1.0 / math.log2(pos + 1) for pos, doc in enumerate(ranked[:k], start=1) if doc in relevant)
-    idcg = sum(1.0 / math.log2(pos + 1) for pos in range(1, min(len(relevant), k) + 1))
-    return dcg / idcg
-
-
-# --- results ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -228,9 +176,6 @@ class Report:
         if self.unknown_predictions:
             lines.append(f"predictions for unknown qids (ignored): {len(self.unknown_predictions)}")
         return "\n".join(lines)
-
-
-# --- aggregation --------------------------------------------------------------------------
 
 
 def _mean_metrics(scores: Sequence[QueryScore], ks: Sequence[int], cutoff: int) -> Metrics | None:
@@ -355,9 +300,6 @@ def score(
         unknown_predictions=tuple(sorted(set(by_qid) - gold_qids)),
         per_query=per_query,
     )
-
-
-# --- text tables --------------------------------------------------------------------------
 
 
 def _grid(rows: Sequence[Sequence[str]]) -> str:

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
 
-from services.governance import budgets, retention
+from services.governance import budgets, retention, retention_policies
 from services.health import readiness
 from services.kafka.records import stop_consumer, topic_partitions
 from services.kafka.topics import dlq_topic
@@ -156,7 +156,7 @@ async def admin_health(
     if db_ok:
         async with pool.acquire() as conn:
             alerts = await budgets.alerts(conn)
-            for w in await retention.due_summary_cached(conn, settings.db_schema):
+            for w in await retention_policies.due_summary_cached(conn, settings.db_schema):
                 if w["due"]:
                     warnings.append(
                         {

@@ -64,7 +64,7 @@ async def release_hold(conn: asyncpg.Connection, hold_id: uuid.UUID, actor: str)
 
 
 def _changed() -> None:
-    from services.governance.retention import forget_due_summary  # retention imports this module
+    from services.governance.retention_policies import forget_due_summary  # which imports this module
 
     forget_due_summary()
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from retriever import repository as sql
+from retriever.lexical import lexical_arm
+from retriever.scope import SearchScope
 from services.ops.replay import replay
 from services.settings import Settings
 from services.viewer import Principals
@@ -50,7 +51,7 @@ async def in_step(settings: Settings) -> list[Any]:
 async def lexical(settings: Settings, viewer: str, query: str) -> set[str]:
     conn = await connect(settings)
     try:
-        hits = await sql.lexical_arm(conn, sql.SearchScope("default", Principals((viewer,))), query, 10, None)
+        hits = await lexical_arm(conn, SearchScope("default", Principals((viewer,))), query, 10, None)
         if not hits.ids:
             return set()
         rows = await conn.fetch(

@@ -11,7 +11,9 @@ from typing import Any
 from orgmem_sdk.client import OrgMemoryClient
 from services.api.app import create_app
 from services.eval.cli import cmd_demo
-from services.eval.datasets import directory_people, event_visibility, group_principal
+from services.eval.dataset_queries import event_visibility
+from services.eval.datasets import group_principal
+from services.eval.directory_data import directory_people
 from services.settings import Settings
 from tests.integration.agents_helpers import serve_app
 from tests.integration.helpers import eventually, fetchval

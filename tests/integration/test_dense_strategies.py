@@ -16,7 +16,8 @@ import numpy as np
 from pgvector.asyncpg import register_vector
 
 from embedder.repository import ensure_hnsw_index
-from retriever.repository import DenseConfig, SearchScope, dense_arm, dense_exact, pgvector_version
+from retriever.dense import DenseConfig, dense_arm, dense_exact, pgvector_version
+from retriever.scope import SearchScope
 from services.db.vectors import sql_literal
 from services.settings import Settings
 from services.viewer import Principals

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from retriever import repository as sql
+from retriever import lexical
+from retriever.lexical import any_of, lexeme_stats, lexical_arm
+from retriever.scope import SearchScope
 from services.settings import Settings
 from services.viewer import Principals
 from tests.integration.helpers import connect
@@ -62,17 +64,17 @@ async def test_rare_terms_generate_candidates_and_rank_like_the_full_scan(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labels = await _load(settings, 300)
-    scope = sql.SearchScope("default", Principals((VIEWER,)))
+    scope = SearchScope("default", Principals((VIEWER,)))
     conn = await connect(settings)
     try:
-        stats = await sql.lexeme_stats(conn)
+        stats = await lexeme_stats(conn)
         assert stats is not None
         assert stats.share("team") > 0.9
         assert stats.share("heron") < 0.05
         # exact BM25: every term generates, every matching chunk is a candidate, every df is counted
-        full = await sql.lexical_arm(conn, scope, "heron team meeting", 10, None)
-        monkeypatch.setattr(sql, "BM25_CANDIDATES", 40)  # "team" (299 visible rows) is now a common term
-        rare = await sql.lexical_arm(conn, scope, "heron team meeting", 10, stats)
+        full = await lexical_arm(conn, scope, "heron team meeting", 10, None)
+        monkeypatch.setattr(lexical, "BM25_CANDIDATES", 40)  # "team" (299 visible rows) is now a common term
+        rare = await lexical_arm(conn, scope, "heron team meeting", 10, stats)
     finally:
         await conn.close()
     assert rare.note == "bm25 (candidates from 1 of 3 terms)"
@@ -90,7 +92,7 @@ async def test_rare_terms_generate_candidates_and_rank_like_the_full_scan(
 async def test_no_statistics_means_every_term_generates(settings: Settings) -> None:
     conn = await connect(settings)
     try:
-        assert await sql.lexeme_stats(conn) is None  # empty, never analysed
+        assert await lexeme_stats(conn) is None  # empty, never analysed
     finally:
         await conn.close()
 
@@ -103,11 +105,9 @@ async def test_candidate_query_matches_lexemes_verbatim(settings: Settings) -> N
         lexemes = await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1))", text)
         assert any("/" in t for t in lexemes) and any("-" in t for t in lexemes)
         for t in lexemes:
-            q = await conn.fetchval("SELECT querytree($1::tsquery)", sql.any_of([t]))
+            q = await conn.fetchval("SELECT querytree($1::tsquery)", any_of([t]))
             assert q == "'" + t.replace("'", "''") + "'"  # one lexeme, not a phrase of its parts
-            assert await conn.fetchval("SELECT to_tsvector('english', $1) @@ $2::tsquery", text, sql.any_of([t]))
-        assert not await conn.fetchval(
-            "SELECT to_tsvector('english', 'nothing here') @@ $1::tsquery", sql.any_of(lexemes)
-        )
+            assert await conn.fetchval("SELECT to_tsvector('english', $1) @@ $2::tsquery", text, any_of([t]))
+        assert not await conn.fetchval("SELECT to_tsvector('english', 'nothing here') @@ $1::tsquery", any_of(lexemes))
     finally:
         await conn.close()

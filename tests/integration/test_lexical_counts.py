@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from retriever import repository as sql
 from retriever.compose import TimeAxes
+from retriever.lexical import lexeme_counts, lexical_arm
 from retriever.passages import PassageSearcher
+from retriever.scope import SearchScope
 from retriever.wiring import get_service
 from schemas.tools import PassageFilters
 from services.settings import Settings
@@ -81,7 +82,7 @@ async def test_rankings_do_not_change_when_analyze_runs(settings: Settings, pipe
     async def raw(query: str) -> list[tuple[str, float]]:
         conn = await connect(settings)
         try:
-            found = await sql.lexical_arm(conn, sql.SearchScope("default", viewer), query, 40, maintained=True)
+            found = await lexical_arm(conn, SearchScope("default", viewer), query, 40, maintained=True)
         finally:
             await conn.close()
         return [(i, round(found.scores[i], 9)) for i in found.ids]
@@ -92,7 +93,7 @@ async def test_rankings_do_not_change_when_analyze_runs(settings: Settings, pipe
     conn = await connect(settings)
     try:
         # the lexical arm's N is the exact count of the new group's chunks, not a planner estimate
-        stats = await sql.lexeme_counts(conn, sql.SearchScope("default", viewer), ["heron", "nosuchword"])
+        stats = await lexeme_counts(conn, SearchScope("default", viewer), ["heron", "nosuchword"])
         assert stats.visible_rows == 40 and stats.rows == 160
         assert (
             stats.share("heron")

@@ -9,8 +9,9 @@ from types import MappingProxyType
 from typing import Any
 
 from retriever import multihop
-from retriever import repository as sql
-from retriever.ranking import Hit, RankedHit
+from retriever.hits import Hit, RankedHit
+from retriever.rows import ChunkRow, fetch_chunks
+from retriever.scope import SearchScope
 from services.settings import Settings
 from services.viewer import Principals
 from tests.integration.helpers import connect, envelope, eventually, fetch, later, principal, produce
@@ -25,11 +26,11 @@ async def chunk_ids(settings: Settings) -> dict[str, str]:
     return {r["external_id"]: str(r["id"]) for r in rows}
 
 
-def scope(*principals: str) -> sql.SearchScope:
-    return sql.SearchScope("default", Principals(tuple(principals)))
+def scope(*principals: str) -> SearchScope:
+    return SearchScope("default", Principals(tuple(principals)))
 
 
-def as_hit(r: sql.ChunkRow) -> Hit:
+def as_hit(r: ChunkRow) -> Hit:
     return Hit(r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, "user", r.access_count)
 
 
@@ -63,7 +64,7 @@ async def test_neighbours_follow_the_thread_within_the_viewers_principals(settin
         assert [name[n.chunk_id] for n in prev] == ["A"]
 
         # second round as a g-viewer: Caroline's A and C boosted x1.5, B joins after A at 0.5 x A's score
-        rows = await sql.fetch_chunks(conn, scope(g), [ids["A"], ids["C"]])
+        rows = await fetch_chunks(conn, scope(g), [ids["A"], ids["C"]])
         first = [
             RankedHit(as_hit(rows[ids[x]]), s, s, MappingProxyType({"lexical": i + 1}), MappingProxyType({}))
             for i, (x, s) in enumerate((("A", 1.0), ("C", 0.6)))

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.api import catalogue
+from services.api import catalogue, tool_contract
 from services.api.app import create_app
 from services.db.migrate import migrate
 from services.serve import start_runtime, stop_runtime
@@ -119,13 +119,13 @@ def test_every_catalogue_tool_has_a_sample_call() -> None:
 
 @pytest.mark.parametrize("tool", catalogue.TOOLS, ids=lambda t: t.name)
 async def test_the_tool_is_on_all_three_doors_with_one_schema_acl_and_error_shape(
-    stack: Stack, tool: catalogue.CatalogueTool[Any, Any]
+    stack: Stack, tool: tool_contract.CatalogueTool[Any, Any]
 ) -> None:
     # schema: MCP lists the model-facing schema; HTTP documents the tool's full request model
     async with mcp_session(stack.url, dict(ALICE_W.headers)) as s:
         listed = {t.name: t for t in (await s.list_tools()).tools}
     assert set(listed) == set(catalogue.BY_NAME)
-    assert listed[tool.name].input_schema == catalogue.model_schema(tool), tool.name
+    assert listed[tool.name].input_schema == tool_contract.model_schema(tool), tool.name
     op = stack.openapi["paths"][tool.http_path]["post"]
     ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.endswith("/" + tool.request.__name__), (tool.name, ref)
@@ -162,8 +162,8 @@ BUDGETS = (200, 1000, 4000)
 
 def bound(max_tokens: int) -> int:
     """What a model may receive for a budget: 4 bytes per token plus the answer's fixed fields and one
-    citation (``catalogue.ANSWER_OVERHEAD``), once as structured content and at most once more as text."""
-    return 2 * (catalogue.BYTES_PER_TOKEN * max_tokens + catalogue.ANSWER_OVERHEAD)
+    citation (``tool_contract.ANSWER_OVERHEAD``), once as structured content and at most once more as text."""
+    return 2 * (tool_contract.BYTES_PER_TOKEN * max_tokens + tool_contract.ANSWER_OVERHEAD)
 
 
 async def test_retrieve_context_over_mcp_stays_within_its_budget(stack: Stack) -> None:

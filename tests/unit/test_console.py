@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from services.api.console import CSP, env, graph_layout, timeline
-from services.api.console.ops import _pretty, sparkline, visible_since
+from services.api.console.ops import _pretty, sparkline
+from services.api.console.render import CSP, env, graph_layout, timeline
+from services.api.console.whynot import visible_since
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,36 +1,23 @@
-"""``OrgMemoryClient``: the agent-side client — the same tool calls over HTTP or Kafka request/reply.
-
-Kafka: on ``start()`` the client creates its own reply topic ``<ns>.rpc.reply.<client-id>.v1`` (one
-partition, short retention), reads it from its end with a group-less consumer, and resolves futures
-keyed by ``correlation_id``. A call that gets no reply within ``timeout`` is retried ``retries`` times
-with a fresh correlation id (a late reply to an abandoned attempt is ignored), then raises
-``RpcTimeoutError``. Structured error replies raise ``ToolCallError`` carrying status, type and field.
+"""``OrgMemoryClient``: the agent-side client — the same tool calls over HTTP (``http_transport``) or signed Kafka
+request/reply (``kafka_transport``: its own reply topic, futures by correlation id, retries, typed error replies).
 
     async with OrgMemoryClient.kafka("127.0.0.1:19092", namespace="om", api_key=AGENT_KEY) as om:
-        ctx = await om.retrieve_context({"query": "who owns billing?"},
-                                        principal_id="user:…", groups=["group:…"])
+        ctx = await om.retrieve_context({"query": "who owns billing?"}, principal_id="user:…")
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import random
-import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlencode
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
-from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ValidationError
 
 from orgmem_sdk.errors import (
@@ -43,39 +30,33 @@ from orgmem_sdk.errors import (
     ServerError,
     ThrottledError,
     ToolCallError,
-    error_for,
 )
-from orgmem_sdk.models import (
+from orgmem_sdk.http_transport import HttpTransport
+from orgmem_sdk.kafka_transport import KafkaTransport, reply_topic
+from orgmem_sdk.memory_models import (
     ForgetRequest,
     ForgetResponse,
     GetMemoryRequest,
     ListMemoriesRequest,
     MemoryDetail,
     MemoryList,
-    PreloadRequest,
-    PreloadResponse,
     RememberBatchRequest,
     RememberBatchResponse,
     RememberRequest,
     RememberResponse,
-    RetrieveContextRequest,
-    RetrieveContextResponse,
-    RpcReply,
-    RpcRequest,
-    RpcViewer,
-    SearchKnowledgeBaseRequest,
-    SearchKnowledgeBaseResponse,
     UpdateMemoryRequest,
     UpdateMemoryResponse,
     WhoAmIResponse,
 )
-from orgmem_sdk.signing import sign_rpc
-
-# the Kafka request/reply wire (the server's retriever/rpc.py speaks the same)
-REPLY_TO = "reply_to"
-CORRELATION_ID = "correlation_id"
-DEADLINE = "deadline"
-CLIENT_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,80}$")
+from orgmem_sdk.models import (
+    PreloadRequest,
+    PreloadResponse,
+    RetrieveContextRequest,
+    RetrieveContextResponse,
+    RpcReply,
+    SearchKnowledgeBaseRequest,
+    SearchKnowledgeBaseResponse,
+)
 
 log = logging.getLogger("orgmem.client")
 M = TypeVar("M", bound=BaseModel)
@@ -95,22 +76,6 @@ __all__ = [
     "ThrottledError",
     "ToolCallError",
 ]
-
-
-def reply_topic(namespace: str, client_id: str) -> str:
-    if not CLIENT_ID_RE.match(client_id):
-        raise ConfigurationError(f"client id must match {CLIENT_ID_RE.pattern}, got {client_id!r}", setting="client_id")
-    return f"{namespace}.rpc.reply.{client_id}.v1"
-
-
-@contextlib.asynccontextmanager
-async def kafka_admin(bootstrap_servers: str) -> AsyncIterator[AIOKafkaAdminClient]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=30_000)
-    try:
-        await admin.start()
-        yield admin
-    finally:
-        await admin.close()
 
 
 def validated(model: type[M], value: BaseModel | dict[str, Any]) -> M:
@@ -139,7 +104,7 @@ class _TextBody(BaseModel):
     text: str
 
 
-class OrgMemoryClient:
+class OrgMemoryClient(HttpTransport, KafkaTransport):
     def __init__(
         self,
         *,
@@ -210,50 +175,10 @@ class OrgMemoryClient:
             if self._http is None:
                 self._http = httpx.AsyncClient(base_url=self._http_url or "", timeout=self.timeout)
             return
-        topic = NewTopic(
-            self.reply_topic, 1, 1, topic_configs={"retention.ms": str(self._retention_ms), "cleanup.policy": "delete"}
-        )
-        async with kafka_admin(self._bootstrap or "") as admin:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([topic])
-        # acks=all + idempotence like every producer of the product (a request survives a leader change)
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap, linger_ms=1, acks="all", enable_idempotence=True
-        )
-        await self._producer.start()
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="latest",
-            fetch_max_wait_ms=50,
-        )
-        await self._consumer.start()
-        tp = TopicPartition(self.reply_topic, 0)
-        self._consumer.assign([tp])
-        await self._consumer.seek_to_end(tp)
-        await self._consumer.position(tp)  # positioned before the first request goes out
-        self._reader = asyncio.create_task(self._read_replies(), name=f"orgmem-replies-{self.client_id}")
+        await self._start_kafka()
 
     async def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.cancel()
-        self._pending.clear()
-        if self._consumer is not None:
-            await self._consumer.stop()
-        if self._producer is not None:
-            await self._producer.stop()
-        if self.transport == "kafka" and self._delete_reply_topic:
-            try:
-                async with kafka_admin(self._bootstrap or "") as admin:
-                    await admin.delete_topics([self.reply_topic])
-            except Exception as exc:  # best effort; the topic's retention is short anyway
-                log.warning("could not delete reply topic %s: %s", self.reply_topic, exc)
+        await self._close_kafka()
         if self._http is not None:
             await self._http.aclose()
 
@@ -471,115 +396,3 @@ class OrgMemoryClient:
                 "GET", "/v1/whoami", None, WhoAmIResponse, principal_id, groups, timeout or self.timeout
             ),
         )
-
-    def _http_only(self, what: str) -> None:
-        if self.transport != "http":
-            raise ConfigurationError(
-                f"{what} is served over HTTP only; build the client with OrgMemoryClient.http(…)", setting="transport"
-            )
-
-    async def _http_call(
-        self,
-        method: str,
-        path: str,
-        req: BaseModel | None,
-        model: type[M],
-        principal_id: str | None,
-        groups: Sequence[str] | None,
-        budget: float,
-    ) -> M:
-        """One HTTP attempt. ``groups=None`` sends no ``X-Principal-Groups`` (the directory's groups apply)."""
-        assert self._http is not None, "call start() first"
-        headers = {"X-Api-Key": self._api_key or ""}
-        if principal_id:
-            headers["X-Principal-Id"] = principal_id
-        if groups:
-            headers["X-Principal-Groups"] = ",".join(groups)
-        what = f"{method} {path.split('?')[0]}"
-        try:
-            resp = await self._http.request(
-                method,
-                path,
-                content=None if req is None else req.model_dump_json(exclude_none=True),
-                headers=headers | {"content-type": "application/json"},
-                timeout=budget,
-            )
-        except httpx.TimeoutException as exc:
-            raise RpcTimeoutError(f"{what}: no HTTP response within {budget}s") from exc
-        except httpx.TransportError as exc:
-            raise ServerError(f"{what}: {type(exc).__name__}: {exc}", status=503, type="ConnectionError") from exc
-        if resp.status_code >= 400:
-            detail = (
-                resp.json().get("detail")
-                if resp.headers.get("content-type", "").startswith("application/json")
-                else resp.text
-            )
-            field = detail.get("field") if isinstance(detail, dict) else None
-            retry = resp.headers.get("retry-after")
-            raise error_for(resp.status_code)(
-                f"{what} failed ({resp.status_code}): {json.dumps(detail)[:500]}",
-                status=resp.status_code,
-                type="HTTPError",
-                field=field,
-                retry_after_s=float(retry) if retry and retry.isdigit() else None,
-            )
-        return model.model_validate_json(resp.content)
-
-    async def _kafka_call(
-        self,
-        tool: str,
-        req: BaseModel,
-        model: type[M],
-        principal_id: str | None,
-        groups: Sequence[str],
-        budget: float,
-    ) -> M:
-        assert self._producer is not None, "call start() first"
-        cid = uuid.uuid4().hex
-        body = RpcRequest(
-            tool=tool,
-            viewer=RpcViewer(principal_id=principal_id, groups=list(groups) if groups else None),
-            request=req.model_dump(mode="json", exclude_none=True),
-        )
-        fut: asyncio.Future[RpcReply] = asyncio.get_running_loop().create_future()
-        self._pending[cid] = fut
-        deadline = int((time.time() + budget) * 1000)
-        value = body.model_dump_json().encode()
-        headers = [
-            (REPLY_TO, self.reply_topic.encode()),
-            (CORRELATION_ID, cid.encode()),
-            (DEADLINE, str(deadline).encode()),
-        ]
-        if self._api_key:  # the retriever refuses unsigned requests (401 error reply)
-            headers += sign_rpc(
-                self._api_key, request_id=cid, reply_to=self.reply_topic, deadline=str(deadline), body=value
-            )
-        try:
-            await self._producer.send_and_wait(self.request_topic, value, key=cid.encode(), headers=headers)
-            reply = await asyncio.wait_for(fut, budget)
-        except TimeoutError as exc:
-            raise RpcTimeoutError(f"{tool}: no reply within {budget}s", correlation_id=cid) from exc
-        finally:
-            self._pending.pop(cid, None)
-        if not reply.ok or reply.result is None:
-            err = reply.error
-            raise error_for(err.status if err else 500)(
-                err.message if err else "error reply",
-                status=err.status if err else 500,
-                type=err.type if err else "error",
-                field=err.field if err else None,
-                retry_after_s=err.retry_after_s if err else None,
-            )
-        return model.model_validate(reply.result)
-
-    async def _read_replies(self) -> None:
-        assert self._consumer is not None
-        async for msg in self._consumer:
-            cid = next((v.decode() for k, v in (msg.headers or ()) if k == CORRELATION_ID), None)
-            fut = self._pending.get(cid) if cid else None
-            if fut is None or fut.done():
-                continue  # a late or duplicate reply to an abandoned attempt
-            try:
-                fut.set_result(RpcReply.model_validate_json(msg.value or b"{}"))
-            except Exception as exc:
-                fut.set_exception(ToolCallError(f"malformed reply: {exc}", status=502, type="MalformedReply"))

@@ -16,22 +16,24 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from orgmem_sdk.client import OrgMemoryClient
-from orgmem_sdk.models import (
+from orgmem_sdk.memory_models import (
     ForgetResponse,
     ListMemoriesRequest,
     MemoryDetail,
     MemoryList,
-    PreloadRequest,
-    PreloadResponse,
     RememberBatchResponse,
     RememberRequest,
     RememberResponse,
+    UpdateMemoryResponse,
+    WhoAmIResponse,
+)
+from orgmem_sdk.models import (
+    PreloadRequest,
+    PreloadResponse,
     RetrieveContextRequest,
     RetrieveContextResponse,
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
-    UpdateMemoryResponse,
-    WhoAmIResponse,
 )
 
 T = TypeVar("T")

@@ -14,25 +14,19 @@ from typing import Any
 import pytest
 
 from schemas.envelope import SOURCE_KINDS, DocumentKind
+from services.eval.dataset_queries import any_visible, event_visibility, iter_queries, read_gold_any, score_files
 from services.eval.datasets import (
-    DEMO_DATASET,
-    DEMO_HIERARCHY_SPEC,
     FALLBACK_TIME,
     NAMESPACE,
     DatasetFormatError,
-    any_visible,
     envelope_uuid,
-    event_visibility,
     group_principal,
-    hierarchy_from_spec,
     iter_envelopes,
     iter_loaded,
-    iter_queries,
     map_kind,
-    read_gold_any,
-    score_files,
     system_name,
 )
+from services.eval.directory_data import DEMO_DATASET, DEMO_HIERARCHY_SPEC, hierarchy_from_spec
 from services.eval.gold import (
     GoldFormatError,
     GoldQuery,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.eval.datasets import directory_people, group_principal, iter_memberships, user_principal
+from services.eval.datasets import group_principal
+from services.eval.directory_data import directory_people, iter_memberships, user_principal
 
 DEMO = Path(__file__).resolve().parents[3] / "deploy" / "demo"
 NOW = {  # the README's table after the 2024-09 reorganisation (direct groups)

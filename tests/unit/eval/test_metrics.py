@@ -7,18 +7,10 @@ import math
 
 import pytest
 
-from services.eval.datasets import any_visible
+from services.eval.dataset_queries import any_visible
 from services.eval.gold import GoldQuery, Prediction
-from services.eval.metrics import (
-    compare_table,
-    hit_at,
-    ndcg_at,
-    precision_at,
-    rank,
-    recall_at,
-    reciprocal_rank,
-    score,
-)
+from services.eval.metrics import compare_table, score
+from services.eval.rank_metrics import hit_at, ndcg_at, precision_at, rank, recall_at, reciprocal_rank
 
 G1 = "group:00000000-0000-0000-0000-000000000001"
 G2 = "group:00000000-0000-0000-0000-000000000002"

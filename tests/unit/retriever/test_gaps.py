@@ -14,7 +14,7 @@ from retriever.gaps import (
     stale_entities,
     unmatched_terms,
 )
-from retriever.ranking import Hit
+from retriever.hits import Hit
 
 NOW = datetime(2025, 6, 15, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retriever.repository import LexemeStats, rare_first
+from retriever.lexical_math import LexemeStats, rare_first
 
 STATS = LexemeStats({"team": 0.30, "meet": 0.20, "launch": 0.02}, unlisted=0.001)
 

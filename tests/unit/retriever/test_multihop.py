@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import MappingProxyType
 
+from retriever.hits import Hit, RankedHit
 from retriever.multihop import (
     Neighbour,
     boost_named_authors,
@@ -15,7 +16,6 @@ from retriever.multihop import (
     name_parts,
     named_in,
 )
-from retriever.ranking import Hit, RankedHit
 
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
 

@@ -1,8 +1,8 @@
-"""RM3-style pseudo-relevance feedback weights (retriever.repository.prf_expansion, pure)."""
+"""RM3-style pseudo-relevance feedback weights (retriever.lexical_math.prf_expansion, pure)."""
 
 from __future__ import annotations
 
-from retriever.repository import LexemeStats, prf_expansion
+from retriever.lexical_math import LexemeStats, prf_expansion
 
 STATS = LexemeStats({"team": 0.2, "atlas": 0.004, "compass": 0.003, "renam": 0.001}, unlisted=0.0005)
 

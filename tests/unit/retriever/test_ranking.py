@@ -6,29 +6,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from retriever.ranking import (
-    DEFAULT,
-    DENSE_ONLY,
-    LEXICAL_ONLY,
-    RRF_ONLY,
-    RRF_WEIGHTS,
-    Hit,
-    RankConfig,
-    RankedHit,
+from retriever.boosts import (
     access_multiplier,
     autocut_index,
-    cc_fuse,
-    content_terms,
     dedup_by_content,
     floor_threshold,
-    fuse_and_rank,
-    normalise,
     recency_decay,
     recency_multiplier,
-    rrf_fuse,
     tier_multiplier,
     title_matches,
 )
+from retriever.fusion import cc_fuse, normalise, rrf_fuse
+from retriever.hits import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RRF_ONLY, RRF_WEIGHTS, Hit, RankConfig, RankedHit
+from retriever.ranking import fuse_and_rank
+from retriever.terms import content_terms
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
 # the seed's pipeline (RRF 1:1, autocut at a 20 % gap): the hand-computed cascade/autocut cases use it

@@ -16,7 +16,7 @@ from retriever.compose import (
     plan_dict,
     resolve_time,
 )
-from retriever.ranking import DENSE_ONLY, LEXICAL_ONLY
+from retriever.hits import DENSE_ONLY, LEXICAL_ONLY
 from schemas.tools import PassageFilters, RetrieveContextRequest
 
 NOW = datetime(2025, 6, 15, 12, tzinfo=UTC)

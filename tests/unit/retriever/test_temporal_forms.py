@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from retriever.boosts import autocut_index
 from retriever.compose import is_state_question, plan_dict, resolve_time
-from retriever.ranking import DEFAULT, Hit, autocut_index, fuse_and_rank
+from retriever.hits import DEFAULT, Hit
+from retriever.ranking import fuse_and_rank
 from retriever.temporal_plan import plan_temporal
 from schemas.tools import PassageFilters
 

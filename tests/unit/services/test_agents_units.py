@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from schemas.envelope import ChangeEnvelope
 from schemas.memory import RememberRequest
-from services.api.mcp import parse_stdio_principal, render
+from services.api.mcp import parse_stdio_principal
+from services.api.mcp_render import render
 from services.directory import static_members
 from services.errors import ConfigurationError
 from services.memories import Caller, MemoryWriteError, memory_envelope, memory_id

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from services.api.catalogue import BY_NAME, IDENTITY_FIELDS, TOOLS, CatalogueTool, dump, model_schema, parse
+from services.api.catalogue import BY_NAME, TOOLS
+from services.api.tool_contract import IDENTITY_FIELDS, CatalogueTool, dump, model_schema, parse
 from services.errors import InvalidPayloadError
 from services.viewer import Viewer
 
@@ -131,7 +132,7 @@ def test_diagnostics_only_when_asked() -> None:
 
 
 def test_fit_drops_the_lowest_ranked_items_until_the_answer_fits() -> None:
-    from services.api.catalogue import fit
+    from services.api.tool_contract import fit
 
     passage = {"external_id": "x", "text": "y" * 300}
     data = {"passages": [passage | {"external_id": str(i)} for i in range(10)], "paths": [{"p": "z" * 200}] * 3}
