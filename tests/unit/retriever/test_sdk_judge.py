@@ -143,3 +143,33 @@ async def test_drain_cancels_at_its_cap(caplog: pytest.LogCaptureFixture) -> Non
     assert await cb.drain() == 1
     assert loop.time() - t0 < 2.0 and cb.pending == 0 and model.calls == [1]
     assert "drain timed out" in caplog.text
+
+
+class Recording(OrgMemoryClient):
+    """An HTTP client whose ``remember`` records (principal, body) instead of sending."""
+
+    def __init__(self) -> None:
+        super().__init__(transport="http", http_url="http://127.0.0.1:9", api_key="k")
+        self.sent: list[tuple[str, Any]] = []
+
+    async def remember(self, request: Any, *, principal_id: str, **_: Any) -> Any:
+        from orgmem_sdk.client import validated
+        from orgmem_sdk.memory_models import RememberRequest
+
+        req = validated(RememberRequest, request)
+        self.sent.append((principal_id, req))
+        return type("R", (), {"memory_id": "m1", "scope": req.scope})()
+
+
+async def test_tools_bind_the_viewer_and_report_errors() -> None:
+    client = Recording()
+    cb = j.judge_callback(client, model="unused", scope="user", workspace="default")
+    remember, _, propose = (t.func for t in cb.tools("user:alice-id", "sess-1"))
+    assert await remember(text="Use Thursday.", kind="decision") == {"memory_id": "m1", "scope": "user"}
+    pid, req = client.sent[0]
+    assert pid == "user:alice-id" and req.scope == "user" and req.source.agent == "orgmem-judge"
+    assert req.source.session_id == "sess-1" and req.source.event_id.startswith("judge-")
+    bad = await remember(text="x", kind="gossip")
+    assert "error" in bad and len(client.sent) == 1  # invalid kind: an error result, nothing sent
+    assert "not available" in (await propose(title="t", steps="s"))["error"]
+    await client.close()
