@@ -27,8 +27,8 @@ from typing import Any
 
 import asyncpg
 
-from retriever.compose import TimeAxes, fact_text
-from retriever.graph_channel import GraphContext, expand_graph, graph_read, resolve_seeds
+from retriever.compose import fact_text
+from retriever.graph_channel import GraphContext, graph_read
 from retriever.passages import PassageSearch
 from schemas.tools import RetrieveContextRequest
 from services.graph import reads
@@ -184,44 +184,21 @@ def join(
 # ---- the mode's two halves inside retrieve_context ------------------------------------------------------------
 
 
-async def fabric_graph(
-    conn: asyncpg.Connection, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes
-) -> GraphContext:
-    """Graph channel of the fabric: explicit subjects / ``about`` plus every visible entity the query names."""
-    ctx = GraphContext()
-    if not viewer:
-        return ctx
-    await resolve_seeds(
-        conn,
-        workspace=req.workspace,
-        viewer=viewer,
-        subjects=[(s.type, s.id) for s in req.subjects],
-        about=req.about,
-        ctx=ctx,
-    )
+async def add_hint_seeds(
+    conn: asyncpg.Connection, req: RetrieveContextRequest, viewer: Principals, ctx: GraphContext
+) -> None:
+    """The fabric's extra graph seeds: every visible entity the query names (``entity_hints``), added to ``ctx``
+    after the explicit subjects / ``about`` (the retriever's ``_graph`` resolves those and expands them all)."""
     hints = entity_hints(req.query)
     for hint in hints:
-        for m in (
-            await graph_read(
-                reads.resolve_about(conn, workspace=req.workspace, viewer=viewer, about=hint), ctx.notes, "fabric_hints"
-            )
-            or []
-        ):
+        found = await graph_read(
+            reads.resolve_about(conn, workspace=req.workspace, viewer=viewer, about=hint), ctx.notes, "fabric_hints"
+        )
+        for m in found or []:
             if (m.type, m.id) not in ctx.seeds:
                 ctx.seeds.append((m.type, m.id))
                 ctx.resolved_about.append({"type": str(m.type), "id": str(m.id), "name": str(m.name)})
     ctx.notes["fabric_hints"] = ", ".join(hints) or "none"
-    await expand_graph(
-        conn,
-        workspace=req.workspace,
-        viewer=viewer,
-        ctx=ctx,
-        as_of=axes.as_of,
-        believed_as_of=axes.believed_as_of,
-        grain=axes.grain,
-        diff_range=axes.diff_range,
-    )
-    return ctx
 
 
 def fabric_join(

@@ -32,7 +32,7 @@ from retriever.compose import (
     resolve_time,
 )
 from retriever.dense import DEFAULT_EF_SEARCH, DEFAULT_EXACT_THRESHOLD
-from retriever.fabric import fabric_graph, fabric_join
+from retriever.fabric import add_hint_seeds, fabric_join
 from retriever.gaps import analyze_gaps, numbered_citation_list
 from retriever.graph_channel import (
     GraphContext,
@@ -140,9 +140,12 @@ class RetrieverService:
         return SearchKnowledgeBaseResponse(passages=passages, diagnostics=found.diagnostics)
 
     # ---- retrieve_context -------------------------------------------------------------------------
-    async def _graph(self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes) -> GraphContext:
+    async def _graph(
+        self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes, *, hints: bool = False
+    ) -> GraphContext:
+        """Seeds (subjects, ``about`` and, for the fabric, the query's entity hints), then their facts and paths."""
         ctx = GraphContext()
-        if not viewer or (not req.subjects and not req.about):
+        if not viewer or (not hints and not req.subjects and not req.about):
             return ctx
         async with self.reads.acquire() as conn:
             await resolve_seeds(
@@ -153,6 +156,8 @@ class RetrieverService:
                 about=req.about,
                 ctx=ctx,
             )
+            if hints:
+                await add_hint_seeds(conn, req, viewer, ctx)
             await expand_graph(
                 conn,
                 workspace=req.workspace,
@@ -168,8 +173,7 @@ class RetrieverService:
     async def _fabric_graph(self, req: RetrieveContextRequest, viewer: Principals, axes: TimeAxes) -> GraphContext:
         """The fabric's graph channel: seeds from the query's entity hints too; a failing graph is not fatal."""
         try:
-            async with self.reads.acquire() as conn:
-                return await fabric_graph(conn, req, viewer, axes)
+            return await self._graph(req, viewer, axes, hints=True)
         except (asyncpg.PostgresError, OSError, TimeoutError) as exc:
             ctx = GraphContext()
             ctx.notes["fabric"] = f"graph unavailable: {type(exc).__name__}"
