@@ -5,8 +5,8 @@
 
 What a new user feels after ``make up``: LoCoMo turns (or ``--events`` of them) are produced to a fresh namespace,
 every stage starts in this one process (``--stages all``, as ``orgmem up`` runs them), and the clock runs until
-every child chunk has its vector. Then the same chunk texts (``embedding_input(title, text)``, as the stage embeds
-them) go through the same provider alone, in batches of the stage's size. Reported:
+every child chunk has its vector. Then the same chunk texts (``embedding_input(title, index_context, text)``, as
+the stage embeds them) go through the same provider alone, in batches of the stage's size. Reported:
 
 - ``ingest_embed_seconds``: start of the stages -> last vector committed (consumer-group joins included);
 - ``in_stage_chunks_per_s``: chunks / (last vector - first vector);
@@ -32,9 +32,9 @@ from typing import Any
 from common import REPO, drop, isolated_settings, write_result
 
 from embedder.providers import build_embedder
+from services.chunk_embedding import embedding_input
 from services.db.pool import create_pool
 from services.embedding_config import provider_kwargs
-from services.embedding_input import embedding_input
 from services.eval.datasets import iter_envelopes
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
@@ -90,10 +90,12 @@ async def _standalone(settings: Settings, provider: str, runs: int, limit: int |
     pool = await create_pool(settings, min_size=1, max_size=1)
     try:
         async with pool.acquire() as conn:
-            rows = await conn.fetch("SELECT title, text FROM chunks WHERE NOT is_parent AND NOT deleted ORDER BY id")
+            rows = await conn.fetch(
+                "SELECT title, index_context, text FROM chunks WHERE NOT is_parent AND NOT deleted ORDER BY id"
+            )
     finally:
         await pool.close()
-    texts = [embedding_input(r["title"], r["text"]) for r in rows][:limit]
+    texts = [embedding_input(r["title"], r["index_context"], r["text"]) for r in rows][:limit]
     stage_kwargs = provider_kwargs(settings)
     variants: dict[str, dict[str, Any]] = {"stage": stage_kwargs}
     if provider == "bge":  # keyed by thread count: the stage's own setting is one of them

@@ -6,6 +6,8 @@ already works on the next group, so the database writes hide behind the model wo
 transaction stores the cache hits, records the processed positions and the spend. A crash between
 groups is safe: the stored groups are not pending any more on redelivery, or come from the cache.
 A chunk replaced meanwhile (new text or deleted) is skipped: the UPDATE matches id AND content hash.
+The text embedded is ``services.chunk_embedding.embedding_input``, the one ingest hashed. Model work is
+``prepare`` (outside the transaction), the last transaction ``apply`` (``services.unit_of_work``).
 Vendor failures propagate as ``VendorError``: retried by the delivery layer, then dead-lettered —
 a vector is never made up.
 """
@@ -18,23 +20,42 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import asyncpg
 
 from embedder import repository as repo
 from schemas.events import ChunksToEmbed
-from services.embedding_input import embedding_input
-from services.kafka.decode import decode_or_dead_letter
+from services.chunk_embedding import cached_vectors, load_pending
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.metrics import EMBED_TEXTS, EMBED_TOKENS
 from services.ports import Embedder
+from services.unit_of_work import Claim, Decoded, Outcome, UnitOfWork, decoded
 
 log = logging.getLogger("orgmem.embed")
 
 
-class EmbedHandler:
+@dataclass(slots=True)
+class Embedded:
+    """What ``prepare`` did outside the transaction: the vectors it stored and what is left for ``apply``."""
+
+    pending: int = 0
+    cached: dict[str, object] = field(default_factory=dict)
+    hits: list[tuple[uuid.UUID, str]] = field(default_factory=list)
+    """Chunks whose vector is in the cache: assigned in the final transaction."""
+    texts: int = 0
+    tokens: int = 0
+    calls: int = 0
+    model_s: float = 0.0
+
+
+Item = Decoded[ChunksToEmbed]
+
+
+class EmbedHandler(UnitOfWork[Item, Embedded]):
+    """Keyed by record position (``processed_events``); a redelivered record finds nothing pending."""
+
     def __init__(
         self,
         *,
@@ -44,45 +65,53 @@ class EmbedHandler:
         dead_letters: DeadLetters,
         group_batches: int = 1,
     ) -> None:
-        self.pool = pool
+        super().__init__(stage=repo.STAGE, pool=pool, dead_letters=dead_letters)
         self.group_batches = group_batches  # model batches per stored group
         self.embedder = embedder
         self.provider = provider
-        self.dead_letters = dead_letters
         self.embedded_total = 0
         self._store_s = 0.0  # seconds spent storing groups in the current batch (hidden behind the model)
 
-    async def __call__(self, records: Sequence[Record]) -> None:
-        events = await decode_or_dead_letter(records, ChunksToEmbed, self.dead_letters)
-        began = time.perf_counter()
+    def parse(self, record: Record) -> Item:
+        return decoded(record, ChunksToEmbed)
+
+    def key(self, item: Item) -> str:
+        return item.record.position
+
+    async def prepare(self, items: list[Item]) -> Embedded:
+        """Embed every pending chunk without a cached vector, storing each group as the model runs the next."""
         model = self.embedder.model
-        ids = list(dict.fromkeys(cid for _, ev in events for cid in ev.chunk_ids))
+        ids = list(dict.fromkeys(cid for i in items for cid in i.value.chunk_ids))
         async with self.pool.acquire() as conn:
-            pending = await repo.load_pending(conn, ids, model) if ids else []
-            cached = await repo.cached_vectors(conn, sorted({c.content_hash for c in pending}), model)
+            pending = await load_pending(conn, ids, model) if ids else []
+            cached = await cached_vectors(conn, sorted({c.content_hash for c in pending}), model)
         todo: dict[str, str] = {}
-        for c in pending:
-            if c.content_hash not in cached:
-                todo.setdefault(c.content_hash, embedding_input(c.title, c.text))
         by_hash: dict[str, list[tuple[uuid.UUID, str]]] = {}
         for c in pending:
+            if c.content_hash not in cached:
+                todo.setdefault(c.content_hash, c.input)
             by_hash.setdefault(c.content_hash, []).append((c.id, c.content_hash))
-        tokens = calls = 0
+        done = Embedded(len(pending), cached, [a for h in cached for a in by_hash.get(h, [])], len(todo))
+        await self._embed_groups(model, todo, by_hash, done)
+        return done
+
+    async def _embed_groups(
+        self, model: str, todo: dict[str, str], by_hash: dict[str, list[tuple[uuid.UUID, str]]], done: Embedded
+    ) -> None:
         # shortest first, so each model batch holds texts of similar length: padding to a batch's longest text
         # (and attention, quadratic in it) is what a mixed batch wastes; the provider alone sorts the same way
         hashes = sorted(todo, key=lambda h: len(todo[h]))
         group = max(1, self.embedder.max_batch * self.group_batches)
         writing: asyncio.Task[int] | None = None
-        model_s = 0.0
         self._store_s = 0.0
         try:
             for start in range(0, len(hashes), group):
                 part = hashes[start : start + group]
                 t_model = time.perf_counter()
                 vectors = await self.embedder.embed([todo[h] for h in part])  # the previous group is being stored
-                model_s += time.perf_counter() - t_model
+                done.model_s += time.perf_counter() - t_model
                 usage = self.embedder.last_usage
-                tokens, calls = tokens + usage.tokens, calls + usage.calls
+                done.tokens, done.calls = done.tokens + usage.tokens, done.calls + usage.calls
                 EMBED_TEXTS.labels(model).inc(len(part))
                 EMBED_TOKENS.labels(model).inc(usage.tokens)
                 fresh = dict(zip(part, vectors, strict=True))
@@ -97,39 +126,37 @@ class EmbedHandler:
                 writing.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await writing
-        workspaces = Counter(ev.workspace for _, ev in events)
-        hits = [a for h in cached for a in by_hash.get(h, [])]
-        async with self.pool.acquire() as conn, conn.transaction():
-            await repo.store_vectors(conn, model, {}, hits, cached)
-            await conn.execute(
-                "INSERT INTO processed_events (stage, event_key) SELECT $1, k FROM unnest($2::text[]) AS k"
-                " ON CONFLICT DO NOTHING",
-                repo.STAGE,
-                [r.position for r in records],
-            )
-            if todo:
-                total = sum(workspaces.values())
-                for ws, n in workspaces.items():
-                    await repo.record_spend(
-                        conn,
-                        ws,
-                        self.provider,
-                        model,
-                        "embed",
-                        round(calls * n / total),
-                        round(len(todo) * n / total),
-                        round(tokens * n / total),
-                    )
-        self.embedded_total += len(pending)
+
+    async def apply(self, conn: asyncpg.Connection, claim: Claim[Item], prepared: Embedded) -> Outcome:
+        """The cache hits and the spend, in the transaction that records the positions."""
+        model = self.embedder.model
+        await repo.store_vectors(conn, model, {}, prepared.hits, prepared.cached)
+        if prepared.texts:
+            workspaces = Counter(i.value.workspace for i in claim.items)
+            total = sum(workspaces.values())
+            for ws, n in workspaces.items():
+                await repo.record_spend(
+                    conn,
+                    ws,
+                    self.provider,
+                    model,
+                    "embed",
+                    round(prepared.calls * n / total),
+                    round(prepared.texts * n / total),
+                    round(prepared.tokens * n / total),
+                )
+        return Outcome(done=lambda: self._count(len(claim.items), prepared))
+
+    async def _count(self, records: int, done: Embedded) -> None:
+        self.embedded_total += done.pending
         log.debug(
-            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, model %.3fs of %.3fs"
+            "embed batch: %d records, %d pending chunks, %d texts to the model in %d calls, model %.3fs"
             " (vector writes %.3fs, overlapping the model)",
-            len(records),
-            len(pending),
-            len(todo),
-            calls,
-            model_s,
-            time.perf_counter() - began,
+            records,
+            done.pending,
+            done.texts,
+            done.calls,
+            done.model_s,
             self._store_s,
         )
 

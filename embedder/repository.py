@@ -1,4 +1,5 @@
-"""SQL of the embedder stage: pending chunks, the vector cache, per-model HNSW indexes, spend."""
+"""SQL of the embedder stage: storing vectors, per-model HNSW indexes, spend (pending chunks and the cache lookup:
+``services.chunk_embedding``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import hashlib
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import asyncpg
 import numpy as np
@@ -16,14 +16,6 @@ from services.db.vectors import sql_literal, vector_expr
 
 STAGE = "embed"
 _LOCK_ID = 727_002
-
-
-@dataclass(frozen=True, slots=True)
-class PendingChunk:
-    id: uuid.UUID
-    title: str | None
-    text: str
-    content_hash: str
 
 
 def hnsw_index_name(model: str, dim: int) -> str:
@@ -48,28 +40,6 @@ async def ensure_hnsw_index(conn: asyncpg.Connection, model: str, dim: int) -> s
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1, hashtext(current_schema()))", _LOCK_ID)
     return name
-
-
-async def load_pending(conn: asyncpg.Connection, ids: Sequence[uuid.UUID], model: str) -> list[PendingChunk]:
-    rows = await conn.fetch(
-        # the index input: context (ingest/context.py) + text, exactly what content_hash was computed over
-        "SELECT id, title, CASE WHEN coalesce(index_context, '') = '' THEN text ELSE index_context || ' ' || text"
-        " END AS text, content_hash FROM chunks WHERE id = ANY($1::uuid[]) AND NOT is_parent"
-        " AND NOT deleted AND (embedding IS NULL OR embedding_model IS DISTINCT FROM $2) ORDER BY id",
-        list(ids),
-        model,
-    )
-    return [PendingChunk(r["id"], r["title"], r["text"], r["content_hash"]) for r in rows]
-
-
-async def cached_vectors(conn: asyncpg.Connection, hashes: Sequence[str], model: str) -> dict[str, object]:
-    rows = await conn.fetch(
-        "SELECT content_hash, embedding FROM embedding_cache WHERE embedding_model = $1"
-        " AND content_hash = ANY($2::text[])",
-        model,
-        list(hashes),
-    )
-    return {r["content_hash"]: r["embedding"] for r in rows}
 
 
 def _vector(v: object) -> Vector:

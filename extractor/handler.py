@@ -8,7 +8,8 @@ Order (docs/architecture.md "Delivery"):
    mentioned people through ``person_aliases``; registry-bound structured fields become claims of the
    author (an unresolved author is a permanent error -> dead letter, never a partial write);
 3. ONE transaction records the processed events (and LLM spend); after commit the graph events are
-   published — also for redelivered duplicates, so a crash between commit and publish loses nothing.
+   published — also for redelivered duplicates, so a crash between commit and publish loses nothing
+   (steps 1-2 are ``prepare``, step 3 ``apply`` of ``services.unit_of_work``).
 Deleted documents produce a tombstone event; ACL changes need no event (reads join live ACLs).
 """
 
@@ -44,12 +45,12 @@ from schemas.events import DocumentChange, DocumentEvent
 from schemas.graph import GraphEvent
 from services.errors import UnresolvedAuthorError
 from services.kafka.app import BrokerPublisher
-from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
 from services.people import resolve_keys as resolve_person_keys
 from services.taxonomy.registry import Registry
+from services.unit_of_work import Claim, Decoded, Outcome, UnitOfWork, decoded
 
 log = logging.getLogger("orgmem.extract")
 BLOB_CONCURRENCY = 16
@@ -64,7 +65,21 @@ class ExtractStats:
     events: list[str] = field(default_factory=list)
 
 
-class ExtractHandler:
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What ``prepare`` derived, outside the transaction: the graph events to publish and the LLM spend."""
+
+    graph: list[GraphEvent]
+    spend: list[tuple[object, ...]]
+
+
+Item = Decoded[DocumentEvent]
+
+
+class ExtractHandler(UnitOfWork[Item, Extracted]):
+    """``apply`` publishes a graph event for every document the batch names, redelivered ones too (the event
+    derives from the current state: the same event id), so a crash between commit and publish loses nothing."""
+
     def __init__(
         self,
         *,
@@ -76,68 +91,88 @@ class ExtractHandler:
         registry: Registry,
         llm: LinkSource | None = None,
     ) -> None:
-        self.pool = pool
+        super().__init__(stage=repo.STAGE, pool=pool, dead_letters=dead_letters, publisher=publisher)
         self.store = store
-        self.publisher = publisher
-        self.dead_letters = dead_letters
         self.graph_topic = graph_topic
         self.registry = registry
         self.llm = llm
         self.stats = ExtractStats()
         self._objects: dict[str, list[bytes]] = {}
 
-    async def __call__(self, records: Sequence[Record]) -> None:
-        events = [ev for _, ev in await decode_or_dead_letter(records, DocumentEvent, self.dead_letters)]
-        if not events:
-            return
-        latest: dict[uuid.UUID, DocumentEvent] = {}
-        for ev in events:
-            latest[ev.document_id] = ev
+    def parse(self, record: Record) -> Item:
+        return decoded(record, DocumentEvent)
+
+    def key(self, item: Item) -> str:
+        return str(item.value.event_id)
+
+    async def prepare(self, items: list[Item]) -> Extracted:
+        """One extraction per document, from its current projection state (reads and LLM calls: no transaction)."""
+        latest: dict[uuid.UUID, DocumentEvent] = {i.value.document_id: i.value for i in items}
         wanted = [d for d, ev in latest.items() if ev.change is not DocumentChange.ACL_CHANGED]
         async with self.pool.acquire() as conn:
-            docs = await repo.load_documents(conn, wanted)
-            live = [d for d in wanted if d in docs and docs[d]["deleted_at"] is None]
-            spans = await repo.child_spans(conn, live)
-            envelopes = await self._envelopes([docs[d] for d in live])
-            texts = {
-                d: envelopes[d].document.text if envelopes[d] and envelopes[d].document else None  # type: ignore[union-attr]
-                for d in live
-            }
-            for d in live:
-                if texts[d] is None:
-                    texts[d] = await repo.document_text(conn, d)
-            graph: list[GraphEvent] = []
-            derived: list[tuple[DocInfo, list[ExtractedLink], list[StructuredClaim], ChangeEnvelope | None]] = []
-            for d in wanted:
-                if d not in docs:
-                    continue
-                info = _info(docs[d], latest[d])
-                if docs[d]["deleted_at"] is not None:
-                    graph.append(deleted_event(info))
-                    continue
-                links, claims = await self._extract(conn, info, docs[d], texts[d] or "", envelopes.get(d))
-                derived.append((info, links, claims, envelopes.get(d)))
-            resolved = await self._resolve(conn, derived)
-            for info, links, claims, env in derived:
-                graph.append(
-                    assemble(
-                        info,
-                        links=links,
-                        claims=claims,
-                        resolved=resolved.get(info.workspace, {}),
-                        chunks=ChunkIndex(spans.get(info.id, [])),
-                        envelope=env,
-                    )
-                )
-        spend = self.llm.take_spend() if self.llm else []
-        async with self.pool.acquire() as conn, conn.transaction():
-            await repo.claim_events(conn, [str(ev.event_id) for ev in events])
-            await repo.record_spend(conn, spend)
-        await self.publisher.send_many(
-            [(self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"}) for g in graph]
+            graph = await self._graph(conn, latest, wanted)
+        return Extracted(graph, self.llm.take_spend() if self.llm else [])
+
+    async def apply(self, conn: asyncpg.Connection, claim: Claim[Item], prepared: Extracted) -> Outcome:
+        await repo.record_spend(conn, prepared.spend)
+        graph = prepared.graph
+        return Outcome(
+            publish=[
+                (self.graph_topic, g.model_dump_json().encode(), g.key.encode(), {"x-event-type": "graph"})
+                for g in graph
+            ],
+            done=lambda: self._count(graph),
         )
+
+    async def _count(self, graph: list[GraphEvent]) -> None:
         self.stats.documents += len(graph)
         self.stats.links += sum(len(g.facts) for g in graph)
+
+    async def _graph(
+        self, conn: asyncpg.Connection, latest: dict[uuid.UUID, DocumentEvent], wanted: list[uuid.UUID]
+    ) -> list[GraphEvent]:
+        docs = await repo.load_documents(conn, wanted)
+        live = [d for d in wanted if d in docs and docs[d]["deleted_at"] is None]
+        spans = await repo.child_spans(conn, live)
+        envelopes = await self._envelopes([docs[d] for d in live])
+        texts = await self._texts(conn, live, envelopes)
+        graph: list[GraphEvent] = []
+        derived: list[tuple[DocInfo, list[ExtractedLink], list[StructuredClaim], ChangeEnvelope | None]] = []
+        for d in wanted:
+            if d not in docs:
+                continue
+            info = _info(docs[d], latest[d])
+            if docs[d]["deleted_at"] is not None:
+                graph.append(deleted_event(info))
+                continue
+            links, claims = await self._extract(conn, info, docs[d], texts[d] or "", envelopes.get(d))
+            derived.append((info, links, claims, envelopes.get(d)))
+        resolved = await self._resolve(conn, derived)
+        for info, links, claims, env in derived:
+            graph.append(
+                assemble(
+                    info,
+                    links=links,
+                    claims=claims,
+                    resolved=resolved.get(info.workspace, {}),
+                    chunks=ChunkIndex(spans.get(info.id, [])),
+                    envelope=env,
+                )
+            )
+        return graph
+
+    @staticmethod
+    async def _texts(
+        conn: asyncpg.Connection, live: list[uuid.UUID], envelopes: dict[uuid.UUID, ChangeEnvelope | None]
+    ) -> dict[uuid.UUID, str | None]:
+        """The archived envelope's text, else the document's chunk text."""
+        texts: dict[uuid.UUID, str | None] = {}
+        for d in live:
+            env = envelopes[d]
+            texts[d] = env.document.text if env is not None and env.document is not None else None
+            if texts[d] is None:
+                texts[d] = await repo.document_text(conn, d)
+        return texts
 
     async def _extract(
         self,

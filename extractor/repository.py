@@ -9,8 +9,6 @@ from typing import Any
 
 import asyncpg
 
-from services.db import processed
-
 STAGE = "extract"
 
 
@@ -77,8 +75,3 @@ async def record_spend(conn: asyncpg.Connection, rows: Sequence[tuple[Any, ...]]
 
 def today() -> date:
     return date.today()
-
-
-async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
-    """This stage's processed-event claim (``services.db.processed``)."""
-    return await processed.claim_events(conn, STAGE, keys)

@@ -8,9 +8,10 @@ same text. Offsets are character offsets into the original text so evidence span
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
+
+from services.chunk_embedding import content_hash
 
 PARENT_CHARS = 2000
 CHILD_CHARS = 600
@@ -36,10 +37,6 @@ class ChunkPlan:
     @property
     def is_parent(self) -> bool:
         return self.parent_ordinal is None
-
-
-def content_hash(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def _pieces(text: str, start: int, end: int, boundary: re.Pattern[str]) -> list[Span]:

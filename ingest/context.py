@@ -23,21 +23,22 @@ Rules:
   context; the title is already indexed and embedded with every child (``embedding_input``).
 
 The context lives in ``chunks.index_context`` (migration 0004). ``tsv`` = title (weight A) + context +
-text; the embedding input is ``embedding_input(title, index_context + " " + text)`` and ``content_hash``
-hashes exactly that, so the embedding cache stays keyed by what was embedded.
+text; the embedding input is ``services.chunk_embedding.embedding_input(title, index_context, text)`` and
+``content_hash`` is its ``embedding_hash``, so the embedding cache stays keyed by what was embedded.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
 
-from ingest.chunking import ChunkPlan, content_hash
+from ingest.chunking import ChunkPlan
+from services.chunk_embedding import embedding_hash
 
 PREV_MESSAGES = 1
 PREV_WINDOW = timedelta(hours=24)
@@ -61,11 +62,6 @@ def message_context(speaker: str | None, when: datetime, previous: Sequence[tupl
     lines = [f"{name}: {text}" if name else text for name, text in previous if text.strip()]
     lines.append(f"{day_label(when)} {speaker}:" if speaker else day_label(when))
     return "\n".join(lines)
-
-
-def indexed_text(context: str | None, text: str) -> str:
-    """What is lexically indexed and embedded for a child chunk (the stored text stays ``text``)."""
-    return f"{context} {text}" if context else text
 
 
 def section_paths(parents: Sequence[tuple[int, str]], starts: Sequence[int]) -> list[str | None]:
@@ -248,13 +244,12 @@ async def planned_contexts(
 async def refresh(
     conn: asyncpg.Connection,
     doc_ids: Sequence[uuid.UUID],
-    hash_input: Callable[[str | None, str], str],
     *,
     settled: Collection[uuid.UUID] = (),
 ) -> list[uuid.UUID]:
     """(Re)compute the index context of ``doc_ids``' child chunks and of their thread followers.
 
-    ``hash_input(title, text)`` is the embedding input function. Only chunks whose context really changed
+    Only chunks whose context really changed
     are rewritten (new ``tsv``, ``content_hash``, vector cleared for the embedder). Returns the documents
     outside ``doc_ids`` whose chunks were re-indexed (their chunks must be announced for embedding).
     ``settled``: documents of ``doc_ids`` whose chunks were just written with the context of
@@ -288,7 +283,7 @@ async def refresh(
             ctx = docs[c.id]
         else:
             continue  # deleted (or not a live message any more): nothing to index
-        new_hash = content_hash(hash_input(c.title, indexed_text(ctx, c.text)))
+        new_hash = embedding_hash(c.title, ctx, c.text)
         if ctx != c.context or new_hash != c.content_hash:
             updates.append((c.id, ctx, new_hash))
             changed_docs.add(c.document_id)

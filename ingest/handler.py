@@ -1,6 +1,7 @@
 """Ingest handler: one batch of envelope records -> one Postgres transaction -> archived blobs -> events.
 
-Order (docs/architecture.md "Delivery" and "Write-path rules"):
+Order (docs/architecture.md "Delivery" and "Write-path rules"; the sequence itself is ``services.unit_of_work``'s,
+this module gives it ``parse``, ``claim`` and ``apply``):
 1. parse/validate every record; invalid ones are dead-lettered with the field at fault;
 2. in ONE transaction: claim the envelope ids in ``processed_events`` with their content digest
    (redeliveries are skipped; an id re-used with different content is dead-lettered after commit,
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 
 import asyncpg
 
@@ -30,7 +30,8 @@ from schemas.envelope import ChangeEnvelope, envelope_from_json
 from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
 from schemas.validation import Rejected
 from services import procedures
-from services.errors import IdempotencyConflictError, InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
+from services.chunk_embedding import pending_by_document
+from services.errors import InvalidPayloadError, ObjectStoreError, UnresolvedAuthorError
 from services.idempotency import envelope_digest
 from services.ids import document_id, event_id
 from services.kafka.app import BrokerPublisher
@@ -38,6 +39,7 @@ from services.kafka.decode import check_headers
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.objectstore.port import ObjectStore
+from services.unit_of_work import Claim, Message, Outcome, Transactional
 
 log = logging.getLogger("orgmem.ingest")
 
@@ -58,7 +60,10 @@ def _envelope_id(record: Record) -> str:
     return record.header("x-envelope-id") or ""
 
 
-class IngestHandler:
+class IngestHandler(Transactional[Parsed]):
+    """The ingest stage's unit of work (``services.unit_of_work``): ``parse`` is the door's validation,
+    ``claim`` binds envelope ids to their content, ``apply`` writes the batch and archives its envelopes."""
+
     def __init__(
         self,
         *,
@@ -70,55 +75,40 @@ class IngestHandler:
         chunks_topic: str,
         embedding_model: str,
     ) -> None:
-        self.pool = pool
+        super().__init__(stage=repo.STAGE, pool=pool, dead_letters=dead_letters, publisher=publisher)
         self.store = store
-        self.publisher = publisher
-        self.dead_letters = dead_letters
         self.documents_topic = documents_topic
         self.chunks_topic = chunks_topic
         self.embedding_model = embedding_model
 
-    async def __call__(self, records: Sequence[Record]) -> None:
-        parsed: list[Parsed] = []
-        for record in records:
-            try:
-                env = parse_envelope(record)
-                parsed.append(Parsed(record, env, envelope_digest(env), document_id(env.key)))
-            except (InvalidPayloadError, UnresolvedAuthorError) as exc:  # one record's fault: its dead letter
-                await self.dead_letters.send(record, exc)
-        if not parsed:
-            return
-        written: list[str] = []
-        try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                batch = await self._apply(conn, parsed)
-                events = await self._events(conn, batch.touched, batch.written)
-                written = await self._archive(batch.archives)
-        except BaseException:
-            if written:
-                await self._delete_blobs(written)
-            raise
-        for p in batch.conflicts:  # after commit: a crash before this re-finds the conflict on redelivery
-            await self.dead_letters.send(
-                p.record,
-                IdempotencyConflictError(
-                    "envelope_id was already used for different content", envelope_id=str(p.env.envelope_id)
-                ),
-            )
-        await self.publisher.send_many(events)
+    def parse(self, record: Record) -> Parsed:
+        env = parse_envelope(record)
+        return Parsed(record, env, envelope_digest(env), document_id(env.key))
 
-    async def _apply(self, conn: asyncpg.Connection, parsed: list[Parsed]) -> Applied:
+    def key(self, item: Parsed) -> str:
+        return str(item.env.envelope_id)
+
+    async def claim(self, conn: asyncpg.Connection, items: list[Parsed]) -> Claim[Parsed]:
+        return await steps.claim(conn, items)
+
+    async def apply(self, conn: asyncpg.Connection, claim: Claim[Parsed], prepared: None) -> Outcome:
+        """Apply, read the events back, archive the raw envelopes last (a failed blob write rolls back)."""
+        batch = await self._apply(conn, claim)
+        events = await self._events(conn, batch.touched, batch.written)
+        written = await self._archive(batch.archives)
+        return Outcome(publish=events, undo=(lambda: self._delete_blobs(written)) if written else None)
+
+    async def _apply(self, conn: asyncpg.Connection, claim: Claim[Parsed]) -> Applied:
         """Apply the batch (the named steps of ``ingest/steps.py``); the envelopes are archived by the caller."""
-        claimed = await steps.claim(conn, parsed)
         # org directory changes apply in the same transaction (ingest/membership.py); they touch no document
-        await apply_memberships(conn, [p.env for p in claimed.new if is_membership(p.env)])
-        docs = [p for p in claimed.parsed if not is_membership(p.env)]
-        new = await steps.drop_purged(conn, [p for p in claimed.new if not is_membership(p.env)])
+        await apply_memberships(conn, [p.env for p in claim.fresh if is_membership(p.env)])
+        docs = [p for p in claim.items if not is_membership(p.env)]
+        new = await steps.drop_purged(conn, [p for p in claim.fresh if not is_membership(p.env)])
         touched_ids = list(dict.fromkeys(p.doc_id for p in docs))
         states = await repo.load_states(conn, touched_ids)
         touched = steps.redelivered(touched_ids, states)
         if not new:
-            return Applied(touched, Written(), claimed.conflicts, {})
+            return Applied(touched, Written(), {})
         roles, authors, keys = await steps.resolve_people_of(conn, new)
         outcomes, states = steps.apply_all(new, states, authors)
         archives = steps.assign_archive(new, outcomes, states)
@@ -140,7 +130,7 @@ class IngestHandler:
         touched = steps.classify(outcomes, final, content_docs, touched)
         for doc_id, state in (await repo.load_states(conn, [n for n in neighbours if n not in touched])).items():
             touched[doc_id] = (state, DocumentChange.CHANGED)  # re-indexed follower: announce its chunks
-        return Applied(touched, Written(pending, participants), claimed.conflicts, archives)
+        return Applied(touched, Written(pending, participants), archives)
 
     async def _archive(self, archives: dict[str, list[Parsed]]) -> list[str]:
         """Archive the raw envelopes last, still inside the transaction (Postgres first, then object store): one
@@ -163,17 +153,17 @@ class IngestHandler:
         conn: asyncpg.Connection,
         touched: dict[uuid.UUID, tuple[DocState, DocumentChange]],
         known: Written,
-    ) -> list[tuple[str, bytes, bytes | None, dict[str, str]]]:
+    ) -> list[Message]:
         """``known``: what ``_apply`` wrote for the documents it re-chunked; the rest is read here."""
         if not touched:
             return []
         ids = list(touched)
         pending = dict(known.pending)
-        pending.update(await repo.pending_chunks(conn, [d for d in ids if d not in pending], self.embedding_model))
+        pending.update(await pending_by_document(conn, [d for d in ids if d not in pending], self.embedding_model))
         participants = dict(known.participants)
         unknown = [d for d in ids if d not in participants]
         participants.update(await repo.participant_ids(conn, unknown) if unknown else {})
-        events: list[tuple[str, bytes, bytes | None, dict[str, str]]] = []
+        events: list[Message] = []
         for doc_id, (s, change) in touched.items():
             key = f"{s.workspace}/{s.source_system}/{s.external_id}".encode()
             ev = DocumentEvent(

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from ingest.apply import DocState
+from services.chunk_embedding import cache_hit
 from services.db import processed
 
 STAGE = "ingest"
@@ -131,41 +132,12 @@ async def replace_chunks(
         " $8::text[], $9::text[], $10::text[], $11::text[]) AS u(id, document_id, parent_id, is_parent, ordinal,"
         " char_start, char_end, text, content_hash, index_context, title)"
         " JOIN documents d ON d.id = u.document_id"
-        " LEFT JOIN embedding_cache ec ON NOT u.is_parent AND ec.content_hash = u.content_hash"
-        " AND ec.embedding_model = $12"
+        f" LEFT JOIN embedding_cache ec ON NOT u.is_parent AND {cache_hit('u', '$12')}"
         " RETURNING id, embedding_model) SELECT id FROM ins WHERE embedding_model IS NOT NULL",
         *(list(c) for c in cols),
         model,
     )
     return {r["id"] for r in carried}
-
-
-async def carry_over_embeddings(conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], model: str) -> None:
-    """Reuse stored vectors for chunks whose embedded text is unchanged under the same model."""
-    if doc_ids:
-        await conn.execute(
-            "UPDATE chunks c SET embedding = ec.embedding, embedding_model = ec.embedding_model"
-            " FROM embedding_cache ec WHERE c.document_id = ANY($1::uuid[]) AND NOT c.is_parent"
-            " AND c.embedding IS NULL AND ec.content_hash = c.content_hash AND ec.embedding_model = $2",
-            list(doc_ids),
-            model,
-        )
-
-
-async def pending_chunks(
-    conn: asyncpg.Connection, doc_ids: Sequence[uuid.UUID], model: str
-) -> dict[uuid.UUID, list[uuid.UUID]]:
-    """Child chunks of the documents that still need a vector for ``model``."""
-    rows = await conn.fetch(
-        "SELECT document_id, id FROM chunks WHERE document_id = ANY($1::uuid[]) AND NOT is_parent AND NOT deleted"
-        " AND (embedding IS NULL OR embedding_model IS DISTINCT FROM $2) ORDER BY document_id, ordinal",
-        list(doc_ids),
-        model,
-    )
-    out: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for r in rows:
-        out.setdefault(r["document_id"], []).append(r["id"])
-    return out
 
 
 async def sync_chunk_access(conn: asyncpg.Connection, states: Sequence[DocState]) -> None:

@@ -14,17 +14,19 @@ from ingest import context as index_context
 from ingest import repository as repo
 from ingest.apply import DocState, Outcome, apply_envelope
 from ingest.archive import batch_key, line_key
-from ingest.chunking import ChunkPlan, content_hash, plan_chunks
+from ingest.chunking import ChunkPlan, plan_chunks
 from ingest.people import PersonInput, person_input, replace_alias_sources, resolve_people
 from schemas.envelope import ChangeEnvelope
 from schemas.events import DocumentChange
-from services.embedding_input import embedding_input
+from services.chunk_embedding import carry_over, embedding_hash
+from services.errors import IdempotencyConflictError
 from services.governance.acl_history import record_acl_states
 from services.governance.purged import is_purged, purged_through
 from services.idempotency import claim_envelopes
 from services.ids import chunk_id
 from services.kafka.records import Record
 from services.replaying import REPLAYING
+from services.unit_of_work import Claim
 
 log = logging.getLogger("orgmem.ingest")
 PENDING_BLOB = ""  # replaced by assign_archive once the batch is applied
@@ -55,21 +57,15 @@ class Written:
 
 
 @dataclass(frozen=True, slots=True)
-class Claimed:
-    parsed: list[Parsed]  # every record but the conflicts
-    new: list[Parsed]  # the envelopes to apply: claimed now, the first record of each id
-    conflicts: list[Parsed]  # an envelope_id already bound to different content
-
-
-@dataclass(frozen=True, slots=True)
 class Applied:
     touched: Touched
     written: Written
-    conflicts: list[Parsed]
     archives: dict[str, list[Parsed]]
 
 
-async def claim(conn: asyncpg.Connection, parsed: list[Parsed]) -> Claimed:
+async def claim(conn: asyncpg.Connection, parsed: list[Parsed]) -> Claim[Parsed]:
+    """Claim the envelope ids with their content digests (``services.idempotency``). ``fresh``: the envelopes to
+    apply — claimed now, the first record of each id; ``refused``: an id already bound to other content."""
     fresh, bound = await claim_envelopes(conn, [(str(p.env.envelope_id), p.digest) for p in parsed])
     new: list[Parsed] = []
     conflicts: list[Parsed] = []
@@ -82,7 +78,13 @@ async def claim(conn: asyncpg.Connection, parsed: list[Parsed]) -> Claimed:
             taken.add(eid)
             new.append(p)
     refused = {id(p) for p in conflicts}
-    return Claimed([p for p in parsed if id(p) not in refused], new, conflicts)
+    return Claim([p for p in parsed if id(p) not in refused], new, [(p, _conflict(p)) for p in conflicts])
+
+
+def _conflict(p: Parsed) -> IdempotencyConflictError:
+    return IdempotencyConflictError(
+        "envelope_id was already used for different content", envelope_id=str(p.env.envelope_id)
+    )
 
 
 async def drop_purged(conn: asyncpg.Connection, new: list[Parsed]) -> list[Parsed]:
@@ -232,11 +234,7 @@ def chunk_rows(
         title = s.index_title
         for pl in plans:
             ctx = None if pl.is_parent else contexts[(doc_id, pl.ordinal)]
-            hashed = (
-                pl.content_hash
-                if pl.is_parent
-                else content_hash(embedding_input(title, index_context.indexed_text(ctx, pl.text)))
-            )
+            hashed = pl.content_hash if pl.is_parent else embedding_hash(title, ctx, pl.text)
             parent = None if pl.parent_ordinal is None else ids[pl.parent_ordinal]
             rows.append(
                 (
@@ -273,10 +271,8 @@ async def reindex_followers(
     """Followers of changed messages and of documents whose ACL or tombstone changed are re-indexed; the
     documents not re-chunked get their chunks' access synced. Returns the re-indexed followers."""
     reindexed = [*content_docs, *(o.after.id for o in outcomes if o.acl_changed or o.deleted_now)]
-    neighbours = await index_context.refresh(
-        conn, list(dict.fromkeys(reindexed)), embedding_input, settled=planned.keys()
-    )
-    await repo.carry_over_embeddings(conn, neighbours, model)
+    neighbours = await index_context.refresh(conn, list(dict.fromkeys(reindexed)), settled=planned.keys())
+    await carry_over(conn, neighbours, model)
     # chunks inserted above already carry their document's access; the others follow it here
     await repo.sync_chunk_access(conn, [s for s in final.values() if s.id not in planned])
     return list(neighbours)

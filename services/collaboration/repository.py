@@ -10,7 +10,6 @@ from typing import Any
 import asyncpg
 
 from services.collaboration.weights import THREAD_HORIZON, THREAD_WINDOW
-from services.db import processed
 from services.decay import decay_sql
 
 STAGE = "collab"
@@ -120,8 +119,3 @@ async def top_collaborators(
         limit,
     )
     return [r["other"] for r in rows]
-
-
-async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
-    """This stage's processed-event claim (``services.db.processed``)."""
-    return await processed.claim_events(conn, STAGE, keys)

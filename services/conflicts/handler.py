@@ -1,7 +1,8 @@
 """Conflicts handler: ``om.graph.v1`` batch -> entities, facts and evidence, in ONE transaction.
 
 Per batch (only the last event of each document counts: every event carries the document's full state):
-1. claim the graph event ids (redeliveries and replays of an unchanged document are skipped);
+1. claim the graph event ids (``services.unit_of_work``: redeliveries and replays of an unchanged document
+   are skipped);
 2. identity merges from the envelope people's strong keys (``resolution.plan_merges``);
 3. entities: people by identity key (created when unseen), bare person names by the document's own
    people first, then a workspace-unique display name, else a name-only person plus merge proposals
@@ -34,7 +35,6 @@ from services.conflicts.resolution import (
 )
 from services.ids import entity_uuid, fact_uuid
 from services.ids import person_id as person_uuid
-from services.kafka.decode import decode_or_dead_letter
 from services.kafka.delivery import DeadLetters
 from services.kafka.records import Record
 from services.names import normalize_name
@@ -42,45 +42,50 @@ from services.people import resolve_keys as resolve_person_keys
 from services.taxonomy import proposals
 from services.taxonomy.proposals import Webhook
 from services.taxonomy.registry import LITERAL, Registry
+from services.unit_of_work import Claim, Decoded, Outcome, Transactional, decoded
 
 log = logging.getLogger("orgmem.conflicts")
 NAME_NAMESPACE = "name"
 
 
-class ConflictsHandler:
+Item = Decoded[GraphEvent]
+
+
+class ConflictsHandler(Transactional[Item]):
     def __init__(
         self, *, pool: asyncpg.Pool, dead_letters: DeadLetters, registry: Registry, webhook: Webhook | None = None
     ) -> None:
-        self.pool = pool
+        super().__init__(stage=repo.STAGE, pool=pool, dead_letters=dead_letters)
         self.webhook = webhook
         self.proposals = 0
-        self.dead_letters = dead_letters
         self.registry = registry
         self.exclusive = [p.name for p in registry.predicates if p.exclusive]
         self.applied = 0
 
-    async def __call__(self, records: Sequence[Record]) -> None:
-        events = [ev for _, ev in await decode_or_dead_letter(records, GraphEvent, self.dead_letters)]
-        if not events:
-            return
-        async with self.pool.acquire() as conn, conn.transaction():
-            fresh = await repo.claim_events(conn, [str(e.event_id) for e in events])
-            last: dict[uuid.UUID, GraphEvent] = {}
-            for e in events:
-                if str(e.event_id) in fresh:
-                    last[e.document_id] = e
-            by_ws: dict[str, list[GraphEvent]] = {}
-            for e in last.values():
-                by_ws.setdefault(e.workspace, []).append(e)
-            for workspace, batch in sorted(by_ws.items()):
-                await self._merges(conn, workspace, batch)
-                await self._apply(conn, workspace, batch)
-                # taxonomy write-back: knowledge that differs from the host's ground truth -> proposals
-                touched = await proposals.subjects_of_documents(
-                    conn, self.registry, workspace, [e.document_id for e in batch]
-                )
-                self.proposals += len(await proposals.refresh_subjects(conn, self.registry, workspace, touched))
-        self.applied += len(last)
+    def parse(self, record: Record) -> Item:
+        return decoded(record, GraphEvent)
+
+    def key(self, item: Item) -> str:
+        return str(item.value.event_id)
+
+    async def apply(self, conn: asyncpg.Connection, claim: Claim[Item], prepared: None) -> Outcome:
+        """The fresh events only (a redelivered one is already applied), the last of each document."""
+        last: dict[uuid.UUID, GraphEvent] = {i.value.document_id: i.value for i in claim.fresh}
+        by_ws: dict[str, list[GraphEvent]] = {}
+        for e in last.values():
+            by_ws.setdefault(e.workspace, []).append(e)
+        for workspace, batch in sorted(by_ws.items()):
+            await self._merges(conn, workspace, batch)
+            await self._apply(conn, workspace, batch)
+            # taxonomy write-back: knowledge that differs from the host's ground truth -> proposals
+            touched = await proposals.subjects_of_documents(
+                conn, self.registry, workspace, [e.document_id for e in batch]
+            )
+            self.proposals += len(await proposals.refresh_subjects(conn, self.registry, workspace, touched))
+        return Outcome(done=lambda: self._committed(len(last)))
+
+    async def _committed(self, applied: int) -> None:
+        self.applied += applied
         if self.webhook is not None:  # after the commit; failures are logged per attempt, never fatal
             try:
                 await self.webhook.deliver_pending(self.pool)

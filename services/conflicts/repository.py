@@ -10,7 +10,6 @@ from typing import Any
 import asyncpg
 
 from services.conflicts.resolution import SlotFact, SlotUpdate, target_key
-from services.db import processed
 from services.names import normalize_name
 
 STAGE = "conflicts"
@@ -348,8 +347,3 @@ async def apply_slot_updates(conn: asyncpg.Connection, updates: Sequence[SlotUpd
             " invalidated_at = CASE WHEN $5 THEN clock_timestamp() ELSE invalidated_at END WHERE id = $1",
             [(u.fact_id, u.valid_to, u.closed_by, u.status, u.invalidate) for u in updates],
         )
-
-
-async def claim_events(conn: asyncpg.Connection, keys: Sequence[str]) -> set[str]:
-    """This stage's processed-event claim (``services.db.processed``)."""
-    return await processed.claim_events(conn, STAGE, keys)

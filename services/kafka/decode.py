@@ -3,8 +3,8 @@
 - ``safe_batch_parser``: FastStream's batch parser decodes every header value as UTF-8 before our handler
   runs; one non-UTF-8 header failed the whole poll. This parser hands FastStream a copy whose header
   values are decoded with replacement, and keeps the untouched records (raw bytes) for the handler.
-- ``decode_or_dead_letter``: check each record's headers (``check_headers``) and validate its value against a
-  model; what does not decode is dead-lettered with the field at fault, the rest is returned in log order.
+- ``decode``: check a record's headers (``check_headers``) and validate its value against a model;
+  ``InvalidPayloadError`` names the field at fault (``services.unit_of_work`` dead-letters that record alone).
 - Headers are carried as bytes. Only the ones the product reads (``READ_HEADERS``) must decode as UTF-8; any
   other header value, whatever its bytes, never makes a record fail. Every header *key* must be UTF-8 (the
   protocol's String): a record with one that is not is dead-lettered, naming the key's bytes.
@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from services.errors import InvalidPayloadError
-from services.kafka.deadletters import DeadLetters
 from services.kafka.records import Record
 from services.kafka.tolerant import header_key_is_utf8, raw_header_key
 from services.payload_errors import invalid_payload
@@ -74,16 +73,3 @@ def decode(record: Record, model: type[M]) -> M:
         return model.model_validate_json(record.value)
     except ValidationError as exc:
         raise invalid_payload(exc) from None
-
-
-async def decode_or_dead_letter(
-    records: Sequence[Record], model: type[M], dead_letters: DeadLetters
-) -> list[tuple[Record, M]]:
-    """The records that validate against ``model`` (in order); the others are dead-lettered."""
-    out: list[tuple[Record, M]] = []
-    for record in records:
-        try:
-            out.append((record, decode(record, model)))
-        except InvalidPayloadError as exc:
-            await dead_letters.send(record, exc)
-    return out

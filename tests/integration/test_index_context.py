@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest.chunking import content_hash
-from ingest.context import indexed_text
 from schemas.envelope import ChangeEnvelope, Person
-from services.embedding_input import embedding_input
+from services.chunk_embedding import embedding_hash
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, fetch, later, principal, produce
 from tests.integration.test_write_path import lexical
@@ -69,7 +67,7 @@ async def test_context_is_indexed_not_stored_and_never_crosses_acl(settings: Set
     assert rows["C"][1] == "Melanie: Which one was it?\n[8 May 2024] Caroline:"
     assert rows["A"][1] == "[8 May 2024] Caroline:"
     # the content hash (embedding cache key) is over exactly what was embedded, and C was re-embedded
-    assert rows["C"][2] == content_hash(embedding_input(None, indexed_text(rows["C"][1], "That sounds brave.")))
+    assert rows["C"][2] == embedding_hash(None, rows["C"][1], "That sounds brave.")
     assert rows["C"][2] != before["C"][2]
     # context makes a terse turn findable: "which one" + the previous turn's words
     assert await lexical(settings, "pottery support group", [g]) == ["A", "B"]

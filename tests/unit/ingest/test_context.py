@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ingest.context import indexed_text, message_context, section_paths
+from ingest.context import message_context, section_paths
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -15,12 +15,6 @@ def test_message_context_previous_turns_then_date_and_speaker() -> None:
         "Melanie: Hi!\nanon\n[8 May 2023] Caroline:"
     )
     assert message_context(None, WHEN, []) == "[8 May 2023]"
-
-
-def test_indexed_text_is_context_then_text() -> None:
-    assert indexed_text(None, "hello") == "hello"
-    assert indexed_text("", "hello") == "hello"
-    assert indexed_text("[8 May 2023] Caroline:", "hello") == "[8 May 2023] Caroline: hello"
 
 
 def test_section_paths_follow_heading_levels() -> None:
