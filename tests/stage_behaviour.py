@@ -12,6 +12,11 @@ What every stage owes, whatever its payload:
   order (the partition moves on after each, and never reorders a key);
 - ``redelivery_is_a_no_op``: a record delivered again (the stage sought back to the start of its input) is
   not dead-lettered twice;
+- ``a_valid_record_is_applied_and_its_effect_appears`` (the happy path): a valid record of the stage's input —
+  in memory hand-built (``valid_record``), on the broker what the stage's upstream really wrote for one envelope
+  — is applied: its effect appears (on the broker: the stage's row or downstream event; in memory: the stage's
+  ``apply`` saw it fresh, committed, and its outgoing events reached the publisher; the retriever: a reply with
+  ``ok``) and nothing is dead-lettered;
 - ``an_outage_pauses_the_stage_nothing_is_dead_lettered``: while Postgres is unreachable the stage holds
   (paused, nothing dead-lettered, nothing skipped) and, once it is back, resumes by itself. The retriever's
   request/reply stage has no dependency watch (a request is answered or dead-lettered, never held): the
@@ -21,9 +26,18 @@ What every stage owes, whatever its payload:
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from orgmem_sdk.kafka_transport import CORRELATION_ID, DEADLINE, REPLY_TO
+from orgmem_sdk.signing import sign_rpc
+from schemas.envelope import ChangeEnvelope
+from schemas.events import ChunksToEmbed, DocumentChange, DocumentEvent
+from schemas.graph import ExtractedEntity, GraphEvent, IdentityKey
+from schemas.tools import RpcRequest, RpcViewer
 from services.stagekit import Stage
 from services.stages import CATALOGUE
 
@@ -36,6 +50,27 @@ class Letter:
     value: bytes
     key: bytes | None
     headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Valid:
+    """A valid input record of a stage."""
+
+    value: bytes
+    key: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+async def _no_valid() -> Valid:
+    raise NotImplementedError("this environment has no valid record")
+
+
+async def _no_effect(valid: Valid) -> bool:
+    return False
+
+
+async def _no_send(valid: Valid) -> None:
+    raise NotImplementedError
 
 
 @dataclass
@@ -54,6 +89,19 @@ class StageHarness:
     """The stage's dependency watch says it is paused (what ``/readyz`` shows)."""
     redeliver: Callable[[], None] = lambda: None
     """Seek the stage's fetch loop back to the start of its input (what a rewind or a rebalance does)."""
+    valid: Callable[[], Awaitable[Valid]] = _no_valid
+    """A valid input record of the stage in this environment."""
+    send: Callable[[Valid], Awaitable[None]] = _no_send
+    """Publish a record with its headers to the stage's input topic."""
+    effect: Callable[[Valid], Awaitable[bool]] = _no_effect
+    """Wait (bounded) for the effect of ``valid``; whether it appeared."""
+
+
+async def a_valid_record_is_applied_and_its_effect_appears(h: StageHarness) -> None:
+    valid = await h.valid()
+    await h.send(valid)
+    assert await h.effect(valid), f"{h.stage.name}: a valid record left no effect"
+    assert await h.dead_letters(0) == []  # and nothing of it was dead-lettered
 
 
 async def poison_goes_to_the_stage_dead_letter_topic(h: StageHarness) -> None:
@@ -116,3 +164,71 @@ async def redelivery_is_a_no_op(h: StageHarness) -> None:
     letters = await h.dead_letters(2)
     assert [lt.value for lt in letters] == [POISON, POISON_TWO], [lt.value for lt in letters]
     assert letters[0].headers["x-dlq-original-offset"] == first.headers["x-dlq-original-offset"]
+
+
+WORKSPACE = "behaviour"
+RPC_KEY = "behaviour-key"
+"""The ``SERVICE_API_KEY`` of the in-memory runtime (single-key mode: the retriever serves what it signs)."""
+
+
+def rpc_request(namespace: str, key: str, reply_to: str) -> Valid:
+    """A signed ``whoami`` request (``retrieve`` stage) answered on ``reply_to``."""
+    cid = uuid.uuid4().hex
+    body = RpcRequest(tool="whoami", viewer=RpcViewer(principal_id=f"user:{uuid.uuid4()}"), request={})
+    value = body.model_dump_json().encode()
+    deadline = str(int((time.time() + 60) * 1000))
+    headers = ((REPLY_TO, reply_to.encode()), (CORRELATION_ID, cid.encode()), (DEADLINE, deadline.encode()))
+    signed = sign_rpc(key, request_id=cid, reply_to=reply_to, deadline=deadline, body=value)
+    return Valid(value, cid.encode(), headers + tuple(signed))
+
+
+def valid_record(stage: str, namespace: str) -> Valid:
+    """A hand-built valid input record of ``stage`` (the in-memory environment has no upstream to ask)."""
+    doc, at = uuid.uuid4(), datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+    key = f"{WORKSPACE}/slack/{doc}"
+    if stage == "ingest":
+        env = ChangeEnvelope.model_validate(
+            {
+                "envelope_id": str(uuid.uuid4()),
+                "workspace": WORKSPACE,
+                "op": "upsert",
+                "source": {"system": "slack", "external_id": str(doc)},
+                "event_time": at.isoformat(),
+                "acl": {"principals": [f"group:{uuid.uuid4()}"]},
+                "document": {"kind": "message", "title": None, "text": "the happy path of a stage"},
+            }
+        )
+        return Valid(env.model_dump_json().encode(), key.encode())
+    if stage == "embed":
+        chunks = ChunksToEmbed(workspace=WORKSPACE, document_id=doc, version=1, chunk_ids=[uuid.uuid4()])
+        return Valid(chunks.model_dump_json().encode(), key.encode())
+    if stage in ("extract", "collab"):
+        ev = DocumentEvent(
+            event_id=uuid.uuid4(),
+            change=DocumentChange.CHANGED,
+            workspace=WORKSPACE,
+            document_id=doc,
+            key=key,
+            version=1,
+            kind="message",
+            event_time=at,
+            principals=[f"group:{uuid.uuid4()}"],
+        )
+        return Valid(ev.model_dump_json().encode(), key.encode())
+    if stage == "conflicts":
+        person = ExtractedEntity(
+            ref=0, type="person", name="Ada Lovelace", identity=IdentityKey(namespace="email", value="ada@example.com")
+        )
+        graph = GraphEvent(
+            event_id=uuid.uuid4(),
+            workspace=WORKSPACE,
+            document_id=doc,
+            key=key,
+            version=1,
+            event_time=at,
+            entities=[person],
+        )
+        return Valid(graph.model_dump_json().encode(), key.encode())
+    if stage == "retrieve":
+        return rpc_request(namespace, RPC_KEY, f"{namespace}.rpc.reply.behaviour.v1")
+    raise AssertionError(f"no valid record for stage {stage!r}")
