@@ -31,6 +31,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
+
+import pytest
 
 from orgmem_sdk.kafka_transport import CORRELATION_ID, DEADLINE, REPLY_TO
 from orgmem_sdk.signing import sign_rpc
@@ -164,6 +167,20 @@ async def redelivery_is_a_no_op(h: StageHarness) -> None:
     letters = await h.dead_letters(2)
     assert [lt.value for lt in letters] == [POISON, POISON_TWO], [lt.value for lt in letters]
     assert letters[0].headers["x-dlq-original-offset"] == first.headers["x-dlq-original-offset"]
+
+
+Behaviour = Callable[[StageHarness], Awaitable[None]]
+
+
+def cases(every_stage: tuple[Behaviour, ...], replayable: tuple[Behaviour, ...] = ()) -> list[Any]:
+    """``pytest.param(behaviour, stage)`` for each behaviour and every stage it applies to (``replayable``: the
+    behaviours the retriever's request/reply stage does not owe)."""
+    return [
+        pytest.param(b, s, id=f"{b.__name__}[{s.name}]")
+        for b in (*every_stage, *replayable)
+        for s in STAGES
+        if b in every_stage or s.replayable
+    ]
 
 
 WORKSPACE = "behaviour"

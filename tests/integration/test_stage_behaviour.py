@@ -33,11 +33,13 @@ from services.unit_of_work import Message
 from tests.integration.helpers import ensure_test_topics, envelope, eventually, fetchval, principal
 from tests.stage_behaviour import (
     STAGES,
+    Behaviour,
     Letter,
     StageHarness,
     Valid,
     a_valid_record_is_applied_and_its_effect_appears,
     an_outage_pauses_the_stage_nothing_is_dead_lettered,
+    cases,
     poison_goes_to_the_stage_dead_letter_topic,
     records_of_one_key_keep_their_order,
     redelivery_is_a_no_op,
@@ -215,36 +217,22 @@ async def on_topic(settings: Settings, logical: str, key: bytes, *, ok: bool | N
         await consumer.stop()
 
 
-@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
-async def test_a_valid_record_is_applied_and_its_effect_appears(
-    stage: Stage, settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("behaviour", "stage"),
+    cases(
+        (
+            a_valid_record_is_applied_and_its_effect_appears,
+            poison_goes_to_the_stage_dead_letter_topic,
+            records_of_one_key_keep_their_order,
+        ),
+        replayable=(redelivery_is_a_no_op,),
+    ),
+)
+async def test_behaviour(
+    behaviour: Behaviour, stage: Stage, settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with on_the_broker(stage, settings, pipeline, monkeypatch) as h:
-        await a_valid_record_is_applied_and_its_effect_appears(h)
-
-
-@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
-async def test_poison_goes_to_the_stage_dead_letter_topic(
-    stage: Stage, settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with on_the_broker(stage, settings, pipeline, monkeypatch) as h:
-        await poison_goes_to_the_stage_dead_letter_topic(h)
-
-
-@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
-async def test_records_of_one_key_keep_their_order(
-    stage: Stage, settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with on_the_broker(stage, settings, pipeline, monkeypatch) as h:
-        await records_of_one_key_keep_their_order(h)
-
-
-@pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
-async def test_redelivery_is_a_no_op(
-    stage: Stage, settings: Settings, pipeline: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with on_the_broker(stage, settings, pipeline, monkeypatch) as h:
-        await redelivery_is_a_no_op(h)
+        await behaviour(h)
 
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)

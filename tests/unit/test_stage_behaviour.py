@@ -28,11 +28,13 @@ from tests.memory_kafka import MemoryConsumer, MemoryLog
 from tests.stage_behaviour import (
     RPC_KEY,
     STAGES,
+    Behaviour,
     Letter,
     StageHarness,
     Valid,
     a_valid_record_is_applied_and_its_effect_appears,
     an_outage_pauses_the_stage_nothing_is_dead_lettered,
+    cases,
     poison_goes_to_the_stage_dead_letter_topic,
     records_of_one_key_keep_their_order,
     redelivery_is_a_no_op,
@@ -273,10 +275,16 @@ def _applied(stage: Stage, log: MemoryLog, publisher: RecordingPublisher, applie
     return bool(done) and bool(committed)
 
 
-@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
-async def test_a_valid_record_is_applied_and_its_effect_appears(stage: Stage, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("behaviour", "stage"),
+    cases(
+        (a_valid_record_is_applied_and_its_effect_appears, records_of_one_key_keep_their_order),
+        replayable=(redelivery_is_a_no_op,),
+    ),
+)
+async def test_behaviour(behaviour: Behaviour, stage: Stage, tmp_path: Path) -> None:
     async with in_memory(stage, tmp_path) as (harness, _):
-        await a_valid_record_is_applied_and_its_effect_appears(harness)
+        await behaviour(harness)
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
@@ -287,18 +295,6 @@ async def test_poison_goes_to_the_stage_dead_letter_topic(stage: Stage, tmp_path
     # a poison record writes nothing else than the processed events and its dead-letter ledger row
     assert all("processed_events" in s or "INSERT INTO dead_letters" in s for s in writes), writes
     assert [t for t, *_ in env.publisher.sent] == [dlq_topic(env.settings, stage.name)]  # and publishes nothing else
-
-
-@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
-async def test_records_of_one_key_keep_their_order(stage: Stage, tmp_path: Path) -> None:
-    async with in_memory(stage, tmp_path) as (harness, _):
-        await records_of_one_key_keep_their_order(harness)
-
-
-@pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
-async def test_redelivery_is_a_no_op(stage: Stage, tmp_path: Path) -> None:
-    async with in_memory(stage, tmp_path) as (harness, _):
-        await redelivery_is_a_no_op(harness)
 
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if s.replayable], ids=lambda s: s.name)
