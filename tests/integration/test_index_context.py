@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.envelope import ChangeEnvelope, Person
-from services.chunk_embedding import embedding_hash
+from services.chunk_embedding import content_hash, embedding_hash, load_pending
 from services.settings import Settings
 from tests.integration.helpers import envelope, eventually, fetch, later, principal, produce
 from tests.integration.test_write_path import lexical
@@ -137,3 +137,26 @@ async def test_a_display_name_only_author_still_labels_the_context(settings: Set
         ("Caroline", None),
         ("Mel", None),
     ]
+
+
+async def test_the_embedder_loads_exactly_the_input_ingest_hashed(settings: Settings, pipeline: Any) -> None:
+    """One owner of the embedding input (``services.chunk_embedding``): for every pending child chunk — a thread
+    turn with context, a titled document with a section path — what the embedder would embed hashes to the
+    ``content_hash`` ingest stored (the vector cache's key)."""
+    rt = await pipeline("ingest")
+    g, h = principal(), principal()
+    conv = conversation(g, h)
+    doc = envelope(
+        "D", "# Setup\n\n## Kafka\n\nStart the broker first.", principals=[g], title="Runbook", kind="document"
+    )
+    await produce(settings, *conv.values(), doc)
+    assert doc.document is not None
+    rows = await eventually(lambda: contexts(settings), until=lambda r: len(r) == 5)
+    ids = [r["id"] for r in await fetch(settings, "SELECT id FROM chunks WHERE NOT is_parent")]
+    async with rt.pool.acquire() as conn:
+        pending = await load_pending(conn, ids, rt.embedding.model)
+    assert len(pending) == len(ids) >= 5
+    assert all(content_hash(p.input) == p.content_hash for p in pending)
+    inputs = {p.input for p in pending}
+    assert f"{rows['C'][1]} That sounds brave." in inputs  # the thread context, then the text
+    assert f"Runbook\n\nSetup {doc.document.text}" in inputs  # the title, the section path, the text
