@@ -1,4 +1,5 @@
-from ingest.chunking import CHILD_CHARS, PARENT_CHARS, content_hash, plan_chunks
+from ingest.chunking import CHILD_CHARS, PARENT_CHARS, plan_chunks
+from services.chunk_embedding import content_hash
 
 
 def test_empty_text_has_no_chunks() -> None:
