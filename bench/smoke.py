@@ -27,6 +27,7 @@ from typing import Any
 import asyncpg
 from common import drop, isolated_settings, write_result
 from ingest_bench import T0, WORDS, bench_latency, wait_count
+from ingest_scaling import two_over_one
 from pipeline_bench import DEFAULT_DATASET
 from pipeline_bench import run as pipeline_run
 
@@ -113,6 +114,16 @@ async def ingest_figures(n: int) -> None:
     finally:
         await drop(settings)
     emit("replay_envelopes_per_s", round(res.per_second), ">= 4000", res.per_second >= 4000, envelopes=n)
+    one, two = await two_over_one(envs)
+    ratio = round(two["envelopes_per_s"] / max(1, one["envelopes_per_s"]), 2)
+    emit(
+        "ingest_two_workers_over_one",
+        ratio,
+        f"(<= 2; {os.cpu_count()} cores shared by workers, Postgres and the broker bound it)",
+        True,
+        one_worker=one,
+        two_workers=two,
+    )
 
 
 async def freshness_figures(seconds: int, provider: str) -> None:
