@@ -44,24 +44,17 @@ DROP TRIGGER chunk_counts_update ON chunk_lexemes;
 DROP TRIGGER chunk_counts_delete ON chunk_lexemes;
 DROP FUNCTION chunk_counts_sync();
 
-CREATE FUNCTION chunk_counts_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+-- Rows inserted into (d = +1) or deleted from (d = -1) chunk_lexemes; both triggers name their transition table
+-- moved_lexemes.
+CREATE FUNCTION chunk_counts_moved() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    d integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
 BEGIN
     INSERT INTO chunk_acl_counts
-    SELECT workspace, principals, count(*) FROM new_lexemes GROUP BY 1, 2 ORDER BY 1, 2
+    SELECT workspace, principals, d * count(*) FROM moved_lexemes GROUP BY 1, 2 ORDER BY 1, 2
     ON CONFLICT (workspace, principals) DO UPDATE SET n = chunk_acl_counts.n + EXCLUDED.n;
     INSERT INTO lexeme_counts
-    SELECT workspace, l, count(*) FROM new_lexemes, unnest(tsvector_to_array(tsv)) AS l GROUP BY 1, 2 ORDER BY 1, 2
-    ON CONFLICT (workspace, lexeme) DO UPDATE SET n = lexeme_counts.n + EXCLUDED.n;
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION chunk_counts_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-BEGIN
-    INSERT INTO chunk_acl_counts
-    SELECT workspace, principals, -count(*) FROM old_lexemes GROUP BY 1, 2 ORDER BY 1, 2
-    ON CONFLICT (workspace, principals) DO UPDATE SET n = chunk_acl_counts.n + EXCLUDED.n;
-    INSERT INTO lexeme_counts
-    SELECT workspace, l, -count(*) FROM old_lexemes, unnest(tsvector_to_array(tsv)) AS l GROUP BY 1, 2
+    SELECT workspace, l, d * count(*) FROM moved_lexemes, unnest(tsvector_to_array(tsv)) AS l GROUP BY 1, 2
     ORDER BY 1, 2
     ON CONFLICT (workspace, lexeme) DO UPDATE SET n = lexeme_counts.n + EXCLUDED.n;
     RETURN NULL;
@@ -92,10 +85,10 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER chunk_counts_insert AFTER INSERT ON chunk_lexemes REFERENCING NEW TABLE AS new_lexemes
-    FOR EACH STATEMENT EXECUTE FUNCTION chunk_counts_added();
+CREATE TRIGGER chunk_counts_insert AFTER INSERT ON chunk_lexemes REFERENCING NEW TABLE AS moved_lexemes
+    FOR EACH STATEMENT EXECUTE FUNCTION chunk_counts_moved();
 CREATE TRIGGER chunk_counts_update AFTER UPDATE ON chunk_lexemes
     REFERENCING OLD TABLE AS old_lexemes NEW TABLE AS new_lexemes
     FOR EACH STATEMENT EXECUTE FUNCTION chunk_counts_changed();
-CREATE TRIGGER chunk_counts_delete AFTER DELETE ON chunk_lexemes REFERENCING OLD TABLE AS old_lexemes
-    FOR EACH STATEMENT EXECUTE FUNCTION chunk_counts_removed();
+CREATE TRIGGER chunk_counts_delete AFTER DELETE ON chunk_lexemes REFERENCING OLD TABLE AS moved_lexemes
+    FOR EACH STATEMENT EXECUTE FUNCTION chunk_counts_moved();
