@@ -8,6 +8,8 @@ benchmarks (``make bench-ingest``, ``bench-retrieve``, ``bench-embed``, ``bench/
 numbers the README quotes. Ratios are taken within this run: "in-stage / standalone embed" (the embed stage among
 all stages vs the same provider alone on the same texts) and "ingest / Postgres COPY ceiling" (the ingest stage
 vs a plain COPY of the same number of 1 KB rows with a tsvector, into the same Postgres, just before).
+``ingest_two_workers_over_one``: two ``orgmem run --stage ingest`` processes over one on the same envelopes, with
+the CPU seconds of the workers, their Postgres backends and the broker (``bench/ingest_scaling.py``).
 The machine's load average is printed first: on a shared box compare lines taken back to back.
 Everything is also written to bench/results/smoke-<time>.json.
 """
