@@ -22,10 +22,9 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from common import drop, isolated_settings, median, percentile, write_result
+from common import REPO, drop, isolated_settings, median, percentile, write_result
 
 from schemas.envelope import ChangeEnvelope
 from services.db.pool import create_pool
@@ -129,10 +128,10 @@ async def bench_ingest(n: int, processes: int) -> dict[str, Any]:
     procs: list[subprocess.Popen[bytes]] = []
     rt = None
     if processes:
-        orgmem = str(Path(sys.executable).with_name("orgmem"))
         procs = [
-            subprocess.Popen(
-                [orgmem, "run", "ingest"],
+            subprocess.Popen(  # from this checkout: the venv's ``orgmem`` script may import another one
+                [sys.executable, "-m", "services.cli", "run", "--stage", "ingest"],
+                cwd=REPO,
                 env={**os.environ, **settings.to_env()},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -25,6 +25,8 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,17 @@ async def _standalone(settings: Settings, provider: str, runs: int, limit: int |
     return out
 
 
+def _embed_worker(settings: Settings) -> subprocess.Popen[bytes]:
+    """The embed stage as its own ``orgmem run --stage embed`` process (this checkout's code), the others here."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "run", "--stage", "embed"],
+        cwd=REPO,
+        env={**os.environ, **settings.to_env()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 async def run(
     provider: str,
     dataset: Path,
@@ -126,18 +139,24 @@ async def run(
     stages: list[str],
     runs: int,
     standalone_texts: int | None = None,
+    embed_process: bool = False,
 ) -> dict[str, Any]:
     settings = await isolated_settings("pipe", embedding_provider=provider)
     envs = list(iter_envelopes(dataset, workspace="default", limit=events))
     async with EnvelopeProducer(settings.kafka_bootstrap_servers, topic=settings.topic("envelopes")) as p:
         await p.send_many(envs)
     load_before = os.getloadavg()[0]
+    apart = embed_process and "embed" in stages
     try:
-        rt = await start_runtime(settings, stages)
+        worker = _embed_worker(settings) if apart else None
+        rt = await start_runtime(settings, [s for s in stages if not (apart and s == "embed")])
         try:
             stage = await _progress(settings, len(envs), 1800, float(os.environ.get("PIPELINE_POLL_S", "0.25")))
         finally:
             await stop_runtime(rt)
+            if worker is not None:
+                worker.terminate()
+                worker.wait(30)
         alone = await _standalone(settings, provider, runs, standalone_texts)
     finally:
         await drop(settings)
@@ -148,6 +167,7 @@ async def run(
         "stages": stages,
         **stage,
         "embed_worker": settings.embed_worker,
+        "embed_stage_process": "own" if apart else "shared",
         "embed_threads": settings.embed_threads,
         # the yardstick is the model's best rate alone (any thread count), not the stage's own setting
         "standalone_chunks_per_s": max(alone.values()),
@@ -164,10 +184,13 @@ async def main() -> None:
     ap.add_argument("--events", type=int, default=None, help="first N events of the dataset (default: all)")
     ap.add_argument("--stages", default="all", help="comma-separated stages, or all (as orgmem up)")
     ap.add_argument("--runs", type=int, default=1, help="standalone timing runs (median)")
+    ap.add_argument("--embed-process", action="store_true", help="the embed stage in its own process")
     ap.add_argument("--standalone-texts", type=int, default=None, help="first N chunk texts for the yardstick")
     args = ap.parse_args()
     stages = available_stages() if args.stages == "all" else args.stages.split(",")
-    result = await run(args.provider, args.dataset, args.events, stages, args.runs, args.standalone_texts)
+    result = await run(
+        args.provider, args.dataset, args.events, stages, args.runs, args.standalone_texts, args.embed_process
+    )
     write_result("pipeline", {"benchmark": "pipeline", **result})
     print(json.dumps({"figure": "in_stage_over_standalone_embed", "value": result["in_stage_over_standalone"]}))
 

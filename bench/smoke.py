@@ -8,6 +8,8 @@ benchmarks (``make bench-ingest``, ``bench-retrieve``, ``bench-embed``, ``bench/
 numbers the README quotes. Ratios are taken within this run: "in-stage / standalone embed" (the embed stage among
 all stages vs the same provider alone on the same texts) and "ingest / Postgres COPY ceiling" (the ingest stage
 vs a plain COPY of the same number of 1 KB rows with a tsvector, into the same Postgres, just before).
+``ingest_two_workers_over_one``: two ``orgmem run --stage ingest`` processes over one on the same envelopes, with
+the CPU seconds of the workers, their Postgres backends and the broker (``bench/ingest_scaling.py``).
 The machine's load average is printed first: on a shared box compare lines taken back to back.
 Everything is also written to bench/results/smoke-<time>.json.
 """
@@ -27,6 +29,7 @@ from typing import Any
 import asyncpg
 from common import drop, isolated_settings, write_result
 from ingest_bench import T0, WORDS, bench_latency, wait_count
+from ingest_scaling import two_over_one
 from pipeline_bench import DEFAULT_DATASET
 from pipeline_bench import run as pipeline_run
 
@@ -113,6 +116,16 @@ async def ingest_figures(n: int) -> None:
     finally:
         await drop(settings)
     emit("replay_envelopes_per_s", round(res.per_second), ">= 4000", res.per_second >= 4000, envelopes=n)
+    one, two = await two_over_one(envs)
+    ratio = round(two["envelopes_per_s"] / max(1, one["envelopes_per_s"]), 2)
+    emit(
+        "ingest_two_workers_over_one",
+        ratio,
+        f"(<= 2; {os.cpu_count()} cores shared by workers, Postgres and the broker bound it)",
+        True,
+        one_worker=one,
+        two_workers=two,
+    )
 
 
 async def freshness_figures(seconds: int, provider: str) -> None:

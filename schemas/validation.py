@@ -29,6 +29,8 @@ MAX_QUERY_TIME = datetime(9000, 12, 31, 23, 59, 59, tzinfo=UTC)
 def storable(value: str, path: str = "") -> str:
     """The string unchanged, or a ``unstorable_string`` error: Postgres text holds no NUL and UTF-8 no
     lone surrogate."""
+    if value.isascii() and "\x00" not in value:  # the common case in two C scans (no surrogate is ASCII)
+        return value
     m = UNSTORABLE_RE.search(value)
     if m is not None:
         what = "a NUL character" if m.group() == "\x00" else "a lone surrogate"

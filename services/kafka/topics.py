@@ -13,6 +13,11 @@ from services.settings import Settings
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
+DERIVED_FLUSH = {"flush.messages": str(2**63 - 1)}
+"""Derived topics (re-emitted by a replay of their producer) are not fsynced per message: the local broker fsyncs
+every append (``deploy/kafka.sh`` ``log.flush.interval.messages=1``, so an acknowledged envelope survives a power
+cut on one broker), which capped ingest's two events per envelope at ~2,500 acknowledged records/s on this disk.
+Kafka's default (replication, the OS page cache) applies to these; docs/scaling.md "Ingest speed"."""
 
 # Stages that consume and can dead-letter. Names are stable: they appear in topic and group names.
 STAGES: tuple[str, ...] = ("ingest", "embed", "extract", "conflicts", "collab", "retrieve")
@@ -64,15 +69,30 @@ def _base_specs(settings: Settings, p: int) -> list[TopicSpec]:
             },
             "ChangeEnvelope events from connectors and HTTP ingress; infinite retention (source of truth)",
         ),
-        TopicSpec("chunks", p, {"retention.ms": str(7 * DAY_MS)}, "chunks needing vectors, ingest -> embedder"),
+        TopicSpec(
+            "chunks",
+            p,
+            {"retention.ms": str(7 * DAY_MS), **DERIVED_FLUSH},
+            "chunks needing vectors, ingest -> embedder",
+        ),
         TopicSpec(
             "documents",
             p,
-            {"retention.ms": str(7 * DAY_MS)},
+            {"retention.ms": str(7 * DAY_MS), **DERIVED_FLUSH},
             "document changed/deleted/ACL, ingest -> graph stages",
         ),
-        TopicSpec("graph", p, {"retention.ms": str(7 * DAY_MS)}, "extracted graph facts, extractor -> conflicts"),
-        TopicSpec("rpc.retrieve", p, {"retention.ms": str(HOUR_MS)}, "retrieve requests (reply_to + correlation_id)"),
+        TopicSpec(
+            "graph",
+            p,
+            {"retention.ms": str(7 * DAY_MS), **DERIVED_FLUSH},
+            "extracted graph facts, extractor -> conflicts",
+        ),
+        TopicSpec(
+            "rpc.retrieve",
+            p,
+            {"retention.ms": str(HOUR_MS), **DERIVED_FLUSH},
+            "retrieve requests (reply_to + correlation_id)",
+        ),
     ]
     specs += [
         TopicSpec(

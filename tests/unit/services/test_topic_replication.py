@@ -25,3 +25,12 @@ def test_replicated_topics_get_min_insync_replicas_two() -> None:
         s.configs["min.insync.replicas"] == "3"
         for s in topic_specs(_settings(topic_replication_factor=5, topic_min_insync_replicas=3))
     )
+
+
+def test_only_derived_topics_skip_the_per_message_fsync() -> None:
+    """The source of truth and the dead letters keep the local broker's fsync per append; the derived topics (which
+    a replay of their producer re-emits) use Kafka's default flushing — the fsync capped ingest at ~1,250/s."""
+    flush = {s.logical: s.configs.get("flush.messages") for s in topic_specs(_settings())}
+    assert flush["envelopes"] is None
+    assert all(v is None for k, v in flush.items() if k.startswith("dlq."))
+    assert {k for k, v in flush.items() if v is not None} == {"chunks", "documents", "graph", "rpc.retrieve"}
