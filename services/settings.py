@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     topic_min_insync_replicas: int | None = Field(
         default=None, ge=1, le=16, description="min.insync.replicas per topic (default: 2 when replicated, else unset)"
     )
+    derived_topics_fsync: bool = Field(
+        default=True,
+        description="fsync derived topics per append like the source of truth (off: Kafka's default flushing, faster)",
+    )
     database_read_url: str | None = Field(
         default=None, description="optional DSN of a streaming replica for the retriever's and graph reads"
     )

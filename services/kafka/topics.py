@@ -13,11 +13,12 @@ from services.settings import Settings
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
-DERIVED_FLUSH = {"flush.messages": str(2**63 - 1)}
-"""Derived topics (re-emitted by a replay of their producer) are not fsynced per message: the local broker fsyncs
-every append (``deploy/kafka.sh`` ``log.flush.interval.messages=1``, so an acknowledged envelope survives a power
-cut on one broker), which capped ingest's two events per envelope at ~2,500 acknowledged records/s on this disk.
-Kafka's default (replication, the OS page cache) applies to these; docs/scaling.md "Ingest speed"."""
+NO_FSYNC = {"flush.messages": str(2**63 - 1)}
+"""With ``DERIVED_TOPICS_FSYNC=false`` derived topics (re-emitted by a replay of their producer) are not fsynced per
+message: the local broker fsyncs every append (``deploy/kafka.sh`` ``log.flush.interval.messages=1``, so an
+acknowledged record survives a power cut on one broker), which capped ingest's two events per envelope at ~2,500
+acknowledged records/s on this disk. Default on: a power cut must not lose a derived event on the single broker
+either; a replicated cluster can turn it off and rely on replication. docs/scaling.md "Ingest speed"."""
 
 # Stages that consume and can dead-letter. Names are stable: they appear in topic and group names.
 STAGES: tuple[str, ...] = ("ingest", "embed", "extract", "conflicts", "collab", "retrieve")
@@ -57,6 +58,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 
 
 def _base_specs(settings: Settings, p: int) -> list[TopicSpec]:
+    derived = {} if settings.derived_topics_fsync else NO_FSYNC
     specs = [
         TopicSpec(
             "envelopes",
@@ -72,25 +74,25 @@ def _base_specs(settings: Settings, p: int) -> list[TopicSpec]:
         TopicSpec(
             "chunks",
             p,
-            {"retention.ms": str(7 * DAY_MS), **DERIVED_FLUSH},
+            {"retention.ms": str(7 * DAY_MS), **derived},
             "chunks needing vectors, ingest -> embedder",
         ),
         TopicSpec(
             "documents",
             p,
-            {"retention.ms": str(7 * DAY_MS), **DERIVED_FLUSH},
+            {"retention.ms": str(7 * DAY_MS), **derived},
             "document changed/deleted/ACL, ingest -> graph stages",
         ),
         TopicSpec(
             "graph",
             p,
-            {"retention.ms": str(7 * DAY_MS), **DERIVED_FLUSH},
+            {"retention.ms": str(7 * DAY_MS), **derived},
             "extracted graph facts, extractor -> conflicts",
         ),
         TopicSpec(
             "rpc.retrieve",
             p,
-            {"retention.ms": str(HOUR_MS), **DERIVED_FLUSH},
+            {"retention.ms": str(HOUR_MS), **derived},
             "retrieve requests (reply_to + correlation_id)",
         ),
     ]

@@ -27,10 +27,13 @@ def test_replicated_topics_get_min_insync_replicas_two() -> None:
     )
 
 
-def test_only_derived_topics_skip_the_per_message_fsync() -> None:
-    """The source of truth and the dead letters keep the local broker's fsync per append; the derived topics (which
-    a replay of their producer re-emits) use Kafka's default flushing — the fsync capped ingest at ~1,250/s."""
-    flush = {s.logical: s.configs.get("flush.messages") for s in topic_specs(_settings())}
+def test_derived_topics_keep_the_fsync_unless_turned_off() -> None:
+    """By default every topic keeps the local broker's fsync per append; ``DERIVED_TOPICS_FSYNC=false`` lets the
+    derived topics (which a replay of their producer re-emits) use Kafka's default flushing, never the source of truth
+    or the dead letters."""
+    default = {s.logical: s.configs.get("flush.messages") for s in topic_specs(_settings())}
+    assert all(v is None for v in default.values())
+    flush = {s.logical: s.configs.get("flush.messages") for s in topic_specs(_settings(derived_topics_fsync=False))}
     assert flush["envelopes"] is None
     assert all(v is None for k, v in flush.items() if k.startswith("dlq."))
     assert {k for k, v in flush.items() if v is not None} == {"chunks", "documents", "graph", "rpc.retrieve"}
