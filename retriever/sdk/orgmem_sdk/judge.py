@@ -12,8 +12,8 @@ turn, asks a model what of the just-finished conversation is worth saving, and l
   tool is not run.
 - Identity never comes from the model: the viewer/author is the ADK ``user_id`` (``user_principal``), the write
   scope and workspace are the caller's configuration, not tool arguments.
-- ``propose_procedure`` calls the client's ``propose_procedure`` when it has one; today's client has none, so the
-  tool answers ``{"error": "propose_procedure is not available ..."}`` (procedure proposals are not built).
+- ``propose_procedure`` files a procedure proposal (``OrgMemoryClient.propose_procedure``): a draft nobody can
+  search until a human approves it (``/v1/procedure-proposals/{id}/approve``).
 - Throttle (the seed's order): per (fork type, session), the cap (``per_session_cap``, 50) is checked first, then
   the cooldown (``cooldown_s``, 120 s). A failed claim means "skip this turn" — no error.
 - ``await callback.drain()`` on close: waits for in-flight judge runs up to ``drain_s`` (4.5 s); runs still going
@@ -209,17 +209,20 @@ class JudgeCallback:
                 return {"error": str(exc)}
             return out.model_dump(mode="json")
 
-        async def propose_procedure(title: str, steps: str) -> dict[str, Any]:
-            """Propose a reusable procedure (a draft a human approves before it is searchable)."""
-            method = getattr(self.client, "propose_procedure", None)
-            if method is None:
-                return {"error": "propose_procedure is not available on this Org Memory client"}
+        async def propose_procedure(title: str, steps: list[str]) -> dict[str, Any]:
+            """Propose a reusable procedure: a title and its ordered steps (a draft a human approves before
+            anyone can search it)."""
+            digest = hashlib.sha256(f"{title.strip()}\n{steps}".encode()).hexdigest()[:32]
+            origin = {"agent": "orgmem-judge", "session_id": _label(session_id), "event_id": f"judge-{digest}"}
+            scope = [] if self.scope == "user" else [self.scope]
             try:
-                await self._client()
-                result = await method({"title": title, "steps": steps}, principal_id=principal_id)
+                client = await self._client()
+                out = await client.propose_procedure(
+                    title, steps, principal_id=principal_id, scope=scope, workspace=self.workspace, source=origin
+                )
             except OrgMemoryClientError as exc:
                 return {"error": str(exc)}
-            return result.model_dump(mode="json") if hasattr(result, "model_dump") else {"result": str(result)}
+            return {"proposal_id": str(out.proposal_id), "status": out.status}
 
         return [FunctionTool(remember), FunctionTool(forget), FunctionTool(propose_procedure)]
 
