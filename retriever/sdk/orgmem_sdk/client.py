@@ -77,6 +77,7 @@ __all__ = [
     "ServerError",
     "ThrottledError",
     "ToolCallError",
+    "validated",
 ]
 
 
