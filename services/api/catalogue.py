@@ -60,6 +60,7 @@ from schemas.memory import (
     WhoAmIRequest,
     WhoAmIResponse,
 )
+from schemas.memory_profile import MemoryProfile, MemoryProfileRequest
 from schemas.preload import PreloadRequest, PreloadResponse
 from schemas.procedure_proposals import ProcedureProposal, ProposeProcedureRequest
 from schemas.procedures import SearchProceduralMemoryRequest, SearchProceduralMemoryResponse
@@ -79,6 +80,7 @@ from services.api import graph, procedure_proposals, procedures, worldbuilder
 from services.api.auth import require_viewer
 from services.api.tool_contract import ANSWER_OVERHEAD, BYTES_PER_TOKEN, CatalogueTool, dump, parse
 from services.memories import caller_of, get_memory_service
+from services.memory_profile import memory_profile
 from services.memory_verbs import get_memory, list_memories, update_memory, whoami
 from services.metrics import RETRIEVALS
 from services.runtime import Runtime
@@ -278,6 +280,16 @@ TOOLS += (
             "same session_id and event_id is the same proposal)",
         },
         http_status=201,
+    ),
+    CatalogueTool(
+        "memory_profile",
+        MemoryProfileRequest,
+        MemoryProfile,
+        memory_profile,
+        "A distilled profile of the current user: a one-line summary, role (titles), interests (projects, "
+        "teams, stated preferences) and durable facts (saved facts and decisions, reporting lines), each item "
+        "citing the memories and documents it came from.",
+        arg_notes={"limit": "items per section at most (1 to 50)"},
     ),
 )
 BY_NAME: Mapping[str, CatalogueTool[Any, Any]] = {t.name: t for t in TOOLS}

@@ -111,6 +111,7 @@ def tool_calls(c: Corpus, quick: bool) -> list[tuple[str, dict[str, Any]]]:
         "get_memory": [{"memory_id": m} for m in c.ids["memory"]],
         "update_memory": [{"memory_id": m, "text": "an outsider's probe overwrite"} for m in c.ids["memory"]],
         "whoami": [{}],
+        "memory_profile": [{}, {"limit": 50}],
         "propose_procedure": [{"title": "a probe procedure", "steps": ["probe"], "source_ids": c.ids["proposal"]}],
     }
     missing = set(catalogue.BY_NAME) - set(calls)
