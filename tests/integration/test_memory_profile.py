@@ -17,7 +17,7 @@ from tests.integration.test_procedures import hdr
 async def test_profile_cites_sources_and_hides_what_the_viewer_cannot_see(settings: Settings, pipeline: Any) -> None:
     rt = await pipeline("ingest", "extract", "conflicts", "retrieve")
     alice, team, secret_team = principal("user"), principal(), principal()
-    me = {
+    me: dict[str, Any] = {
         "author_name": "Zora Quill",
         "author_email": "zora@corp.example",
         "identities": [{"namespace": "principal", "value": alice, "verified": True}],
