@@ -6,7 +6,7 @@ The rules are in ``services.procedure_proposals``."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, status
 
@@ -67,27 +67,30 @@ async def get_route(
     return await proposals.get_proposal(rt.pool, workspace, proposal_id, viewer.expand(rt.hierarchy))
 
 
-@router.post("/{proposal_id}/approve", response_model=ProcedureProposal)
-async def approve_route(
-    proposal_id: uuid.UUID,
-    request: Request,
-    viewer: ViewerDep,
-    body: DecideProposalRequest | None = None,
-    workspace: Workspace = "default",
-) -> ProcedureProposal:
-    """Publish the draft as a procedure (searchable once ingested); idempotent."""
-    reason = body.reason if body else None
-    return await proposals.decide(_runtime(request), viewer, workspace, proposal_id, approve=True, reason=reason)
+def _decision(approve: bool) -> Any:
+    async def decide(
+        proposal_id: uuid.UUID,
+        request: Request,
+        viewer: ViewerDep,
+        body: DecideProposalRequest | None = None,
+        workspace: Workspace = "default",
+    ) -> ProcedureProposal:
+        reason = body.reason if body else None
+        rt = _runtime(request)
+        return await proposals.decide(rt, viewer, workspace, proposal_id, approve=approve, reason=reason)
+
+    return decide
 
 
-@router.post("/{proposal_id}/reject", response_model=ProcedureProposal)
-async def reject_route(
-    proposal_id: uuid.UUID,
-    request: Request,
-    viewer: ViewerDep,
-    body: DecideProposalRequest | None = None,
-    workspace: Workspace = "default",
-) -> ProcedureProposal:
-    """Keep the draft, never publish it; idempotent."""
-    reason = body.reason if body else None
-    return await proposals.decide(_runtime(request), viewer, workspace, proposal_id, approve=False, reason=reason)
+router.post(
+    "/{proposal_id}/approve",
+    response_model=ProcedureProposal,
+    name="approve_procedure_proposal",
+    description="Publish the draft as a procedure (searchable once ingested); idempotent.",
+)(_decision(approve=True))
+router.post(
+    "/{proposal_id}/reject",
+    response_model=ProcedureProposal,
+    name="reject_procedure_proposal",
+    description="Keep the draft, never publish it; idempotent.",
+)(_decision(approve=False))
