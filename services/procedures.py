@@ -13,15 +13,20 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
 from schemas.envelope import ChangeEnvelope, DocumentKind
 from schemas.procedures import ProcedureSpec, ProcedureVersion
+from services.errors import OrgMemoryError
 from services.ids import document_id
+from services.memories import PRINCIPAL_NAMESPACE
 from services.viewer import Principals
+
+if TYPE_CHECKING:
+    from services.runtime import Runtime
 
 SOURCE_SYSTEM = "procedural_memory"
 
@@ -37,6 +42,68 @@ def external_id(workspace: str, name: str, scope: Sequence[str]) -> str:
 
 def procedure_id(workspace: str, name: str, scope: Sequence[str]) -> uuid.UUID:
     return document_id(f"{workspace}/{SOURCE_SYSTEM}/{external_id(workspace, name, scope)}")
+
+
+class ProcedureScopeError(OrgMemoryError):
+    """A procedure scope the caller may not write (422 naming ``scope``)."""
+
+    status = 422
+    field = "scope"
+
+
+def caller_scope(held: frozenset[str], principal_id: str | None, asked: Sequence[str]) -> list[str]:
+    """The scope of a procedure (or proposal) the caller writes: ``asked``, or the caller itself; every principal
+    must be one the caller holds (``held``: its principals, groups expanded) — nobody writes into a scope it lacks."""
+    scope = list(asked) or ([principal_id] if principal_id else [])
+    if not scope:
+        raise ProcedureScopeError("give a scope, or call with X-Principal-Id (default scope)")
+    foreign = [p for p in scope if p not in held]
+    if foreign:
+        raise ProcedureScopeError(f"the caller does not hold {foreign[0]}")
+    return sorted(scope)
+
+
+def author(principal_id: str | None) -> dict[str, Any] | None:
+    """The author of a procedure, keyed like agent memory writes (``services.memories``): a verified
+    ``principal`` identity ``user:<uuid>``."""
+    if not principal_id:
+        return None
+    return {"identities": [{"namespace": PRINCIPAL_NAMESPACE, "value": principal_id, "verified": True}]}
+
+
+def upsert_envelope(
+    workspace: str,
+    spec: ProcedureSpec,
+    scope: Sequence[str],
+    *,
+    author_principal: str | None,
+    envelope_id: uuid.UUID | None = None,
+    event_time: datetime | None = None,
+) -> ChangeEnvelope:
+    """The ``procedure`` envelope that creates (or versions) the procedure (workspace, name, scope): what
+    ``POST /v1/procedural-memories`` and an approved proposal produce."""
+    return ChangeEnvelope.model_validate(
+        {
+            "envelope_id": str(envelope_id or uuid.uuid4()),
+            "workspace": workspace,
+            "op": "upsert",
+            "source": {"system": SOURCE_SYSTEM, "external_id": external_id(workspace, spec.name, scope)},
+            "event_time": (event_time or datetime.now(UTC)).isoformat(),
+            "document": {"kind": "procedure", "title": spec.name, "text": spec.render(), "procedure": spec},
+            "author": author(author_principal),
+            "acl": {"principals": list(scope)},
+        }
+    )
+
+
+async def publish(rt: Runtime, env: ChangeEnvelope) -> Any:
+    """Produce a procedure envelope to ``om.envelopes.v1`` (ingest versions it); the record metadata."""
+    return await rt.publisher.send(
+        rt.settings.topic("envelopes"),
+        env.model_dump_json().encode(),
+        key=env.key.encode(),
+        headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
+    )
 
 
 async def record_versions(

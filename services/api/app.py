@@ -20,6 +20,7 @@ from services.api import (
     mcp,
     memories,
     openapi,
+    procedure_proposals,
     procedures,
     readconsistency,
     taxonomy,
@@ -100,6 +101,7 @@ def create_app(rt: Runtime) -> FastAPI:
     app.include_router(admin.router, responses=errors.responses(403, 404))
     app.include_router(worldbuilder.router, responses=errors.responses(404))
     app.include_router(procedures.router, responses=errors.responses(403, 404))
+    app.include_router(procedure_proposals.router, responses=errors.responses(403, 404, 409))
     app.include_router(taxonomy.router, responses=errors.responses(403, 404, 409))
     console.install(app)
     openapi.install(app)

@@ -60,7 +60,9 @@ from schemas.memory import (
     WhoAmIRequest,
     WhoAmIResponse,
 )
+from schemas.memory_profile import MemoryProfile, MemoryProfileRequest
 from schemas.preload import PreloadRequest, PreloadResponse
+from schemas.procedure_proposals import ProcedureProposal, ProposeProcedureRequest
 from schemas.procedures import SearchProceduralMemoryRequest, SearchProceduralMemoryResponse
 from schemas.tools import (
     RetrieveContextRequest,
@@ -74,10 +76,11 @@ from schemas.worldbuilder import (
     WorldbuilderLookupRequest,
     WorldbuilderLookupResponse,
 )
-from services.api import graph, procedures, worldbuilder
+from services.api import graph, procedure_proposals, procedures, worldbuilder
 from services.api.auth import require_viewer
 from services.api.tool_contract import ANSWER_OVERHEAD, BYTES_PER_TOKEN, CatalogueTool, dump, parse
 from services.memories import caller_of, get_memory_service
+from services.memory_profile import memory_profile
 from services.memory_verbs import get_memory, list_memories, update_memory, whoami
 from services.metrics import RETRIEVALS
 from services.runtime import Runtime
@@ -257,6 +260,36 @@ TOOLS += (
         whoami,
         "Who you are acting for: the user principal, the groups it belongs to (from the org directory), and "
         "the scopes remember accepts from it — use one of writable_scopes to share a memory with a team.",
+    ),
+)
+TOOLS += (
+    CatalogueTool(
+        "propose_procedure",
+        ProposeProcedureRequest,
+        ProcedureProposal,
+        procedure_proposals.run_propose_procedure,
+        "Propose a reusable procedure (title and ordered steps) you worked out in this conversation. It is a "
+        "draft: nobody can search it until a person approves it. scope: who would see it once approved "
+        "(default: the current user); source_ids: the documents or memories it is based on.",
+        read_only=False,
+        arg_notes={
+            "description": "optional: what the procedure achieves",
+            "when_to_use": "optional: the situation it is for",
+            "tools": "optional: the tools the steps use",
+            "source": "where the proposal comes from: agent name, session_id and event_id (a retry with the "
+            "same session_id and event_id is the same proposal)",
+        },
+        http_status=201,
+    ),
+    CatalogueTool(
+        "memory_profile",
+        MemoryProfileRequest,
+        MemoryProfile,
+        memory_profile,
+        "A distilled profile of the current user: a one-line summary, role (titles), interests (projects, "
+        "teams, stated preferences) and durable facts (saved facts and decisions, reporting lines), each item "
+        "citing the memories and documents it came from.",
+        arg_notes={"limit": "items per section at most (1 to 50)"},
     ),
 )
 BY_NAME: Mapping[str, CatalogueTool[Any, Any]] = {t.name: t for t in TOOLS}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 
@@ -26,7 +26,6 @@ from schemas.procedures import (
 )
 from services import procedures
 from services.api.auth import require_viewer
-from services.memories import PRINCIPAL_NAMESPACE
 from services.runtime import Runtime
 from services.viewer import Viewer
 
@@ -41,37 +40,7 @@ def _runtime(request: Request) -> Runtime:
 
 
 def _scope(request: Request, viewer: Viewer, asked: list[str]) -> list[str]:
-    held = _runtime(request).hierarchy.expand(viewer.principals)
-    scope = asked or ([viewer.principal_id] if viewer.principal_id else [])
-    if not scope:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={"field": "scope", "msg": "give a scope, or call with X-Principal-Id (default scope)"},
-        )
-    foreign = [p for p in scope if p not in held]
-    if foreign:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={"field": "scope", "msg": f"the caller does not hold {foreign[0]}"},
-        )
-    return sorted(scope)
-
-
-async def _produce(rt: Runtime, env: ChangeEnvelope) -> Any:
-    return await rt.publisher.send(
-        rt.settings.topic("envelopes"),
-        env.model_dump_json().encode(),
-        key=env.key.encode(),
-        headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
-    )
-
-
-def _author(viewer: Viewer) -> dict[str, Any] | None:
-    """The caller as the author, keyed like agent memory writes (``services.memories``): a verified
-    ``principal`` identity ``user:<uuid>``."""
-    if not viewer.principal_id:
-        return None
-    return {"identities": [{"namespace": PRINCIPAL_NAMESPACE, "value": viewer.principal_id, "verified": True}]}
+    return procedures.caller_scope(_runtime(request).hierarchy.expand(viewer.principals), viewer.principal_id, asked)
 
 
 @router.post("/v1/procedural-memories", status_code=status.HTTP_202_ACCEPTED, response_model=ProcedureAccepted)
@@ -79,20 +48,8 @@ async def create_procedure(body: CreateProcedureRequest, request: Request, viewe
     rt = _runtime(request)
     scope = _scope(request, viewer, body.scope)
     spec = ProcedureSpec.model_validate(body.model_dump(include=set(ProcedureSpec.model_fields)))
-    ext = procedures.external_id(body.workspace, spec.name, scope)
-    env = ChangeEnvelope.model_validate(
-        {
-            "envelope_id": str(uuid.uuid4()),
-            "workspace": body.workspace,
-            "op": "upsert",
-            "source": {"system": procedures.SOURCE_SYSTEM, "external_id": ext},
-            "event_time": datetime.now(UTC).isoformat(),
-            "document": {"kind": "procedure", "title": spec.name, "text": spec.render(), "procedure": spec},
-            "author": _author(viewer),
-            "acl": {"principals": scope},
-        }
-    )
-    meta = await _produce(rt, env)
+    env = procedures.upsert_envelope(body.workspace, spec, scope, author_principal=viewer.principal_id)
+    meta = await procedures.publish(rt, env)
     return ProcedureAccepted(
         procedure_id=procedures.procedure_id(body.workspace, spec.name, scope),
         envelope_id=env.envelope_id,
@@ -149,7 +106,7 @@ async def delete_procedure(
             "acl": {"principals": latest.scope},
         }
     )
-    meta = await _produce(rt, env)
+    meta = await procedures.publish(rt, env)
     return ProcedureAccepted(
         procedure_id=procedure_id,
         envelope_id=env.envelope_id,

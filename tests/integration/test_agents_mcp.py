@@ -36,6 +36,8 @@ TOOLS = {
     "worldbuilder_lookup",
     "search_procedural_memory",
     "preload",
+    "propose_procedure",
+    "memory_profile",
     "list_memories",
     "get_memory",
     "update_memory",

@@ -46,6 +46,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "get_memory": {"memory_id": str(uuid.uuid4())},
     "update_memory": {"memory_id": str(uuid.uuid4()), "text": "The doors test rewrites this."},
     "whoami": {},
+    "propose_procedure": {
+        "title": "Doors drill",
+        "steps": ["knock"],
+        "source": {"session_id": "doors", "event_id": "p"},
+    },
+    "memory_profile": {},
 }
 VOLATILE = {"diagnostics", "temporal_plan", "offset", "partition", "envelope_id", "topic", "forgotten"}
 

@@ -128,6 +128,8 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
             "thread_neighbour",
             "memory",
             "procedure",
+            "proposal",
+            "private_proposal",
             "narrowed",
             "deleted",
             "purged_field",
@@ -246,6 +248,7 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
         )
 
     await eventually(settled, timeout=90)
+    proposals = await _proposals(settings, http, sec)
     # narrowing: the budget line moves from the org to team 1
     await produce(settings, envelope("s-narrowed", op="acl", principals=[T1G], acl_event_time=later(30)))
     await eventually(
@@ -271,8 +274,27 @@ async def build(settings: Settings, http: Any, seed: int = 20) -> Corpus:
         "platform_user": [PU, PURGE_PU],
         "procedure": [proc.json()["procedure_id"]],
         "memory": [target.json()["memory_id"]],
+        "proposal": proposals,
     }
     return c
+
+
+async def _proposals(settings: Settings, http: Any, sec: dict[str, str]) -> list[str]:
+    """Two pending procedure proposals by alice: one for team 1 citing a team-1 document, one private to her."""
+    doc = await fetchval(settings, "SELECT id FROM documents WHERE external_id = 's-text'")
+    ids = []
+    for title, scope, sources in (
+        (f"Quasar cutover {sec['proposal']}", [T1G], [str(doc)]),
+        (f"Quasar private cutover {sec['private_proposal']}", [], []),
+    ):
+        r = await http.post(
+            "/v1/procedure-proposals",
+            json={"title": title, "steps": ["freeze the quasar deploys"], "scope": scope, "source_ids": sources},
+            headers=dict(INSIDER.headers),
+        )
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["proposal_id"])
+    return ids
 
 
 def viewers() -> list[Who]:

@@ -111,6 +111,8 @@ def tool_calls(c: Corpus, quick: bool) -> list[tuple[str, dict[str, Any]]]:
         "get_memory": [{"memory_id": m} for m in c.ids["memory"]],
         "update_memory": [{"memory_id": m, "text": "an outsider's probe overwrite"} for m in c.ids["memory"]],
         "whoami": [{}],
+        "memory_profile": [{}, {"limit": 50}],
+        "propose_procedure": [{"title": "a probe procedure", "steps": ["probe"], "source_ids": c.ids["proposal"]}],
     }
     missing = set(catalogue.BY_NAME) - set(calls)
     assert not missing, f"catalogue tools without ACL probes: {missing}"
@@ -124,6 +126,7 @@ def get_routes(w: World, quick: bool) -> list[str]:
         "platform_user": c.ids["platform_user"],
         "procedure": c.ids["procedure"],
         "memory": c.ids["memory"],
+        "proposal": c.ids["proposal"],
     }
     paths: list[str] = []
     for path, methods in w.routes:
@@ -139,6 +142,7 @@ def get_routes(w: World, quick: bool) -> list[str]:
         for i in ids[:4] if quick else ids:
             paths.append(path.replace("{" + params[0] + "}", i))
     assert any("taxonomy-proposals" in p for p in paths) and any("/v1/graph/persons/" in p for p in paths), paths
+    assert any(p.startswith("/v1/procedure-proposals/") for p in paths), paths
     return paths
 
 
@@ -214,6 +218,7 @@ def report(t: Tally, label: str) -> None:
 def assert_clean(t: Tally, people: list[Who]) -> None:
     # insider control: the secrets are there to be found through these very doors
     must = {"text", "title", "author_name", "fact_subject", "memory", "procedure", "narrowed", "thread_neighbour"}
+    must |= {"proposal", "private_proposal"}
     assert must <= t.found, f"insider did not reach {must - t.found}"
     unknown = t.unknown()
     assert not unknown, unknown[:15]

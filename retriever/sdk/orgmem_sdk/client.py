@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from orgmem_sdk.errors import (
     AuthenticationError,
@@ -30,6 +30,7 @@ from orgmem_sdk.errors import (
     ServerError,
     ThrottledError,
     ToolCallError,
+    validated,
 )
 from orgmem_sdk.http_transport import HttpTransport
 from orgmem_sdk.kafka_transport import KafkaTransport, reply_topic
@@ -57,6 +58,7 @@ from orgmem_sdk.models import (
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
+from orgmem_sdk.proposals import ProposalCalls
 
 log = logging.getLogger("orgmem.client")
 M = TypeVar("M", bound=BaseModel)
@@ -75,24 +77,8 @@ __all__ = [
     "ServerError",
     "ThrottledError",
     "ToolCallError",
+    "validated",
 ]
-
-
-def validated(model: type[M], value: BaseModel | dict[str, Any]) -> M:
-    """``value`` as ``model``, or ``InvalidRequestError`` (status 422) whose ``field`` is the first error's
-    dotted location — the same shape the server answers with; nothing is sent."""
-    try:
-        return model.model_validate(value.model_dump() if isinstance(value, BaseModel) else value)
-    except ValidationError as exc:
-        errors = exc.errors()
-        field = ".".join(str(p) for p in errors[0]["loc"]) or None if errors else None
-        msg = errors[0]["msg"] if errors else str(exc)
-        raise InvalidRequestError(
-            f"invalid {model.__name__}: {field or 'request'}: {msg}",
-            status=422,
-            type="ValidationError",
-            field=field,
-        ) from None
 
 
 def backoff_s(attempt: int, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_MAX_S) -> float:
@@ -104,7 +90,7 @@ class _TextBody(BaseModel):
     text: str
 
 
-class OrgMemoryClient(HttpTransport, KafkaTransport):
+class OrgMemoryClient(HttpTransport, KafkaTransport, ProposalCalls):
     def __init__(
         self,
         *,

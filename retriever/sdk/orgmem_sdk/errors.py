@@ -5,7 +5,11 @@ The SDK has its own root, ``OrgMemoryClientError``: it imports nothing of the se
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class OrgMemoryClientError(Exception):
@@ -97,3 +101,20 @@ def error_for(status: int) -> type[ToolCallError]:
     if status >= 500:
         return ServerError
     return ToolCallError
+
+
+def validated(model: type[M], value: BaseModel | dict[str, Any]) -> M:
+    """``value`` as ``model``, or ``InvalidRequestError`` (status 422) whose ``field`` is the first error's
+    dotted location — the same shape the server answers with; nothing is sent."""
+    try:
+        return model.model_validate(value.model_dump() if isinstance(value, BaseModel) else value)
+    except ValidationError as exc:
+        errors = exc.errors()
+        field = ".".join(str(p) for p in errors[0]["loc"]) or None if errors else None
+        msg = errors[0]["msg"] if errors else str(exc)
+        raise InvalidRequestError(
+            f"invalid {model.__name__}: {field or 'request'}: {msg}",
+            status=422,
+            type="ValidationError",
+            field=field,
+        ) from None

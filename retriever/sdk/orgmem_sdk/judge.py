@@ -12,8 +12,8 @@ turn, asks a model what of the just-finished conversation is worth saving, and l
   tool is not run.
 - Identity never comes from the model: the viewer/author is the ADK ``user_id`` (``user_principal``), the write
   scope and workspace are the caller's configuration, not tool arguments.
-- ``propose_procedure`` calls the client's ``propose_procedure`` when it has one; today's client has none, so the
-  tool answers ``{"error": "propose_procedure is not available ..."}`` (procedure proposals are not built).
+- ``propose_procedure`` files a procedure proposal (``OrgMemoryClient.propose_procedure``): a draft nobody can
+  search until a human approves it (``/v1/procedure-proposals/{id}/approve``).
 - Throttle (the seed's order): per (fork type, session), the cap (``per_session_cap``, 50) is checked first, then
   the cooldown (``cooldown_s``, 120 s). A failed claim means "skip this turn" — no error.
 - ``await callback.drain()`` on close: waits for in-flight judge runs up to ``drain_s`` (4.5 s); runs still going
@@ -22,7 +22,6 @@ turn, asks a model what of the just-finished conversation is worth saving, and l
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import os
@@ -30,11 +29,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from orgmem_sdk.adk import _event_text, user_principal
 from orgmem_sdk.client import OrgMemoryClient
 from orgmem_sdk.errors import OrgMemoryClientError
+from orgmem_sdk.forks import ForkThrottle, Siblings, Skip
 
 if TYPE_CHECKING:
     from google.adk.agents.callback_context import CallbackContext
@@ -55,7 +55,7 @@ INSTRUCTION = (
     "conversation shows is wrong with `forget`; suggest a reusable procedure with `propose_procedure`. Save "
     "nothing when nothing is worth saving. You may call no other tool."
 )
-Skip = Literal["cap", "cooldown"]
+__all__ = ["JudgeCallback", "JudgeConfig", "JudgeThrottle", "Skip", "judge_callback", "transcript", "whitelist"]
 
 
 def _env_enabled() -> bool:
@@ -70,32 +70,7 @@ class JudgeConfig:
     enabled: bool = field(default_factory=_env_enabled)
 
 
-class JudgeThrottle:
-    """Slots per (fork type, session): the cap first, then the cooldown since the last granted slot."""
-
-    def __init__(self, config: JudgeConfig, clock: Callable[[], float] = time.monotonic) -> None:
-        self.config = config
-        self.clock = clock
-        self._count: dict[tuple[str, str], int] = {}
-        self._last: dict[tuple[str, str], float] = {}
-
-    def skip_reason(self, fork: str, session_id: str) -> Skip | None:
-        key = (fork, session_id)
-        if self._count.get(key, 0) >= self.config.per_session_cap:
-            return "cap"
-        last = self._last.get(key)
-        if last is not None and self.clock() - last < self.config.cooldown_s:
-            return "cooldown"
-        return None
-
-    def claim(self, fork: str, session_id: str) -> bool:
-        """True and the slot is taken; False: skip this turn."""
-        if self.skip_reason(fork, session_id) is not None:
-            return False
-        key = (fork, session_id)
-        self._count[key] = self._count.get(key, 0) + 1
-        self._last[key] = self.clock()
-        return True
+JudgeThrottle = ForkThrottle  # the seed's throttle, shared with the skill curator (orgmem_sdk.forks)
 
 
 def transcript(events: Sequence[Event], limit: int = MAX_TRANSCRIPT_CHARS) -> str:
@@ -140,12 +115,12 @@ class JudgeCallback:
         self.extra_tools = list(extra_tools)
         self.throttle = JudgeThrottle(self.config, clock)
         self.runs = 0  # judge runs started
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._siblings = Siblings("judge", log)
         self._started = False
 
     @property
     def pending(self) -> int:
-        return len(self._tasks)
+        return self._siblings.pending
 
     async def __call__(self, callback_context: CallbackContext) -> None:
         if not self.config.enabled:
@@ -162,15 +137,8 @@ class JudgeCallback:
         if not text:
             return None
         self.runs += 1
-        task = asyncio.create_task(self._judge(pid, session.id, text), name=f"orgmem-judge-{session.id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
+        self._siblings.spawn(self._judge(pid, session.id, text), name=f"orgmem-judge-{session.id}")
         return None
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            log.warning("judge run failed: %r", exc)
 
     async def _client(self) -> OrgMemoryClient:
         if not self._started:
@@ -209,17 +177,20 @@ class JudgeCallback:
                 return {"error": str(exc)}
             return out.model_dump(mode="json")
 
-        async def propose_procedure(title: str, steps: str) -> dict[str, Any]:
-            """Propose a reusable procedure (a draft a human approves before it is searchable)."""
-            method = getattr(self.client, "propose_procedure", None)
-            if method is None:
-                return {"error": "propose_procedure is not available on this Org Memory client"}
+        async def propose_procedure(title: str, steps: list[str]) -> dict[str, Any]:
+            """Propose a reusable procedure: a title and its ordered steps (a draft a human approves before
+            anyone can search it)."""
+            digest = hashlib.sha256(f"{title.strip()}\n{steps}".encode()).hexdigest()[:32]
+            origin = {"agent": "orgmem-judge", "session_id": _label(session_id), "event_id": f"judge-{digest}"}
+            scope = [] if self.scope == "user" else [self.scope]
             try:
-                await self._client()
-                result = await method({"title": title, "steps": steps}, principal_id=principal_id)
+                client = await self._client()
+                out = await client.propose_procedure(
+                    title, steps, principal_id=principal_id, scope=scope, workspace=self.workspace, source=origin
+                )
             except OrgMemoryClientError as exc:
                 return {"error": str(exc)}
-            return result.model_dump(mode="json") if hasattr(result, "model_dump") else {"result": str(result)}
+            return {"proposal_id": str(out.proposal_id), "status": out.status}
 
         return [FunctionTool(remember), FunctionTool(forget), FunctionTool(propose_procedure)]
 
@@ -249,15 +220,7 @@ class JudgeCallback:
     async def drain(self, timeout: float | None = None) -> int:  # noqa: ASYNC109 - the drain's cap
         """Wait for in-flight judge runs up to ``timeout`` (default ``drain_s``); cancel and log the rest.
         Returns how many were cancelled."""
-        pending = set(self._tasks)
-        if not pending:
-            return 0
-        _, still = await asyncio.wait(pending, timeout=self.config.drain_s if timeout is None else timeout)
-        for task in still:
-            log.warning("judge: drain timed out, cancelling %s", task.get_name())
-            task.cancel()
-        await asyncio.gather(*still, return_exceptions=True)
-        return len(still)
+        return await self._siblings.drain(self.config.drain_s if timeout is None else timeout)
 
     async def aclose(self) -> None:
         """Drain, then close the client if this callback started it."""

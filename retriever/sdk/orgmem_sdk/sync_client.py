@@ -35,6 +35,7 @@ from orgmem_sdk.models import (
     SearchKnowledgeBaseRequest,
     SearchKnowledgeBaseResponse,
 )
+from orgmem_sdk.procedure_models import ProcedureProposal, ProcedureProposalList, ProposalStatus
 
 T = TypeVar("T")
 
@@ -197,3 +198,38 @@ class OrgMemorySyncClient:
     ) -> WhoAmIResponse:
         self.start()
         return self._run(self.client.whoami(principal_id=principal_id, groups=groups, timeout=timeout))
+
+    def propose_procedure(
+        self,
+        title: str,
+        steps: Sequence[str],
+        *,
+        principal_id: str,
+        groups: Sequence[str] | None = None,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> ProcedureProposal:
+        self.start()
+        return self._run(
+            self.client.propose_procedure(
+                title, steps, principal_id=principal_id, groups=groups, timeout=timeout, **fields
+            )
+        )
+
+    def list_procedure_proposals(
+        self, status: ProposalStatus | None = None, *, principal_id: str | None = None, **kwargs: Any
+    ) -> ProcedureProposalList:
+        self.start()
+        return self._run(self.client.list_procedure_proposals(status, principal_id=principal_id, **kwargs))
+
+    def approve_procedure_proposal(
+        self, proposal_id: str, *, principal_id: str | None = None, **kwargs: Any
+    ) -> ProcedureProposal:
+        self.start()
+        return self._run(self.client.approve_procedure_proposal(proposal_id, principal_id=principal_id, **kwargs))
+
+    def reject_procedure_proposal(
+        self, proposal_id: str, *, principal_id: str | None = None, **kwargs: Any
+    ) -> ProcedureProposal:
+        self.start()
+        return self._run(self.client.reject_procedure_proposal(proposal_id, principal_id=principal_id, **kwargs))

@@ -160,6 +160,14 @@ class Recording(OrgMemoryClient):
         self.sent.append((principal_id, req))
         return type("R", (), {"memory_id": "m1", "scope": req.scope})()
 
+    async def propose_procedure(self, title: str, steps: Any, *, principal_id: str, **fields: Any) -> Any:
+        from orgmem_sdk.client import validated
+        from orgmem_sdk.procedure_models import ProposeProcedureRequest
+
+        req = validated(ProposeProcedureRequest, {"title": title, "steps": steps, **fields})
+        self.sent.append((principal_id, req))
+        return type("P", (), {"proposal_id": "p1", "status": "pending"})()
+
 
 async def test_tools_bind_the_viewer_and_report_errors() -> None:
     client = Recording()
@@ -171,5 +179,10 @@ async def test_tools_bind_the_viewer_and_report_errors() -> None:
     assert req.source.session_id == "sess-1" and req.source.event_id.startswith("judge-")
     bad = await remember(text="x", kind="gossip")
     assert "error" in bad and len(client.sent) == 1  # invalid kind: an error result, nothing sent
-    assert "not available" in (await propose(title="t", steps="s"))["error"]
+    assert await propose(title="Ship it", steps=["build", "deploy"]) == {"proposal_id": "p1", "status": "pending"}
+    pid, preq = client.sent[1]
+    assert pid == "user:alice-id" and preq.scope == [] and preq.source.agent == "orgmem-judge"
+    assert preq.source.session_id == "sess-1" and preq.steps == ["build", "deploy"]
+    assert "error" in await propose(title="t", steps=[])  # no steps: an error result, nothing sent
+    assert len(client.sent) == 2
     await client.close()

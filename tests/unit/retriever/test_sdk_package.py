@@ -17,9 +17,11 @@ from pydantic import BaseModel, ValidationError
 
 import schemas.memory as server_memory
 import schemas.preload as server_preload
+import schemas.procedure_proposals as server_proposals
 import schemas.tools as server_tools
 from orgmem_sdk import memory_models as sdk_memory
 from orgmem_sdk import models as sdk
+from orgmem_sdk import procedure_models as sdk_proposals
 from orgmem_sdk.client import validated
 from orgmem_sdk.errors import InvalidRequestError
 
@@ -48,6 +50,10 @@ WIRE = [
     (server_memory, "WhoAmIResponse"),
     (server_preload, "PreloadRequest"),
     (server_preload, "PreloadResponse"),
+    (server_proposals, "ProposeProcedureRequest"),
+    (server_proposals, "ProcedureProposal"),
+    (server_proposals, "ProcedureProposalList"),
+    (server_proposals, "DecideProposalRequest"),
 ]
 
 
@@ -111,7 +117,8 @@ def test_the_sdk_imports_beside_a_builders_services_py(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("module", "name"), WIRE)
 def test_wire_models_match_the_server(module: Any, name: str) -> None:
     server: type[BaseModel] = getattr(module, name)
-    mine: type[BaseModel] = getattr(sdk_memory if module is server_memory else sdk, name)
+    sdk_module = {server_memory: sdk_memory, server_proposals: sdk_proposals}.get(module, sdk)
+    mine: type[BaseModel] = getattr(sdk_module, name)
     assert _structure(mine.model_json_schema()) == _structure(server.model_json_schema())
 
 
