@@ -2,7 +2,8 @@
 
 Floors, from the ground up (a module may import its own floor and the floors below, never above):
 
-1. ``schemas`` — data contracts only; imports nothing else of ours.
+1. ``schemas`` — data contracts only; imports nothing else of ours but the agent SDK's wire contracts
+   (``orgmem_sdk``: a distribution of its own below every floor, which imports nothing of the server).
 2. the runtime — every module under ``services/`` that is neither a stage nor the top floor: settings,
    errors, ids, names, viewer, hierarchy, ports, runtime, stagekit, kafka, db, objectstore, producer,
    taxonomy, graph reads, metrics, health …
