@@ -217,82 +217,66 @@ async def held_documents(
 # --- audits --------------------------------------------------------------------------------------
 
 
-@router.get("/audits/retrievals", response_model=RetrievalAuditPage)
-async def retrieval_audits(
-    request: Request,
-    _: Admin,
-    viewer: Text = None,
-    document: uuid.UUID | None = None,
-    workspace: Annotated[str | None, Query(pattern=NAME)] = None,
+def _window(
     since: Since = None,
     until: Since = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
+) -> audits.Window:
+    """The query parameters every audit page shares."""
+    return audits.Window(since=since, until=until, before_id=_cursor(cursor), limit=limit)
+
+
+Page = Annotated[audits.Window, Depends(_window)]
+
+
+def _page(rows: list[dict[str, Any]], window: audits.Window) -> dict[str, Any]:
+    return {"items": rows, "next_cursor": audits.next_cursor(rows, window.limit)}
+
+
+@router.get("/audits/retrievals", response_model=RetrievalAuditPage)
+async def retrieval_audits(
+    request: Request,
+    _: Admin,
+    page: Page,
+    viewer: Text = None,
+    document: uuid.UUID | None = None,
+    workspace: Annotated[str | None, Query(pattern=NAME)] = None,
 ) -> dict[str, Any]:
     """Who retrieved what, newest first. ``?document=D`` answers "who saw document D, and when"."""
     async with _rt(request).pool.acquire() as conn:
-        rows = await audits.retrievals(
-            conn,
-            viewer=viewer,
-            document=document,
-            workspace=workspace,
-            since=since,
-            until=until,
-            before_id=_cursor(cursor),
-            limit=limit,
-        )
-    return {"items": rows, "next_cursor": audits.next_cursor(rows, limit)}
+        rows = await audits.retrievals(conn, page, viewer=viewer, document=document, workspace=workspace)
+    return _page(rows, page)
 
 
 @router.get("/audits/ingress", response_model=IngressAuditPage)
 async def ingress_audits(
     request: Request,
     _: Admin,
+    page: Page,
     workspace: Annotated[str | None, Query(pattern=NAME)] = None,
     source_system: Annotated[str | None, Query(pattern=NAME)] = None,
     external_id: Text = None,
-    since: Since = None,
-    until: Since = None,
-    cursor: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
 ) -> dict[str, Any]:
     async with _rt(request).pool.acquire() as conn:
         rows = await audits.ingress(
-            conn,
-            workspace=workspace,
-            source_system=source_system,
-            external_id=external_id,
-            since=since,
-            until=until,
-            before_id=_cursor(cursor),
-            limit=limit,
+            conn, page, workspace=workspace, source_system=source_system, external_id=external_id
         )
-    return {"items": rows, "next_cursor": audits.next_cursor(rows, limit)}
+    return _page(rows, page)
 
 
 @router.get("/audits/retention", response_model=PurgeAuditPage)
 async def retention_audits(
     request: Request,
     _: Admin,
+    page: Page,
     workspace: Annotated[str | None, Query(pattern=NAME)] = None,
     document: uuid.UUID | None = None,
-    since: Since = None,
-    until: Since = None,
-    cursor: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=audits.MAX_PAGE)] = 100,
 ) -> dict[str, Any]:
     """Every purge batch: who ran it, under which policy, what it removed."""
     async with _rt(request).pool.acquire() as conn:
-        rows = await audits.purges(
-            conn,
-            workspace=workspace,
-            document=document,
-            since=since,
-            until=until,
-            before_id=_cursor(cursor),
-            limit=limit,
-        )
-    return {"items": rows, "next_cursor": audits.next_cursor(rows, limit)}
+        rows = await audits.purges(conn, page, workspace=workspace, document=document)
+    return _page(rows, page)
 
 
 # --- permission history --------------------------------------------------------------------------

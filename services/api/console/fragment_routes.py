@@ -204,16 +204,7 @@ async def who_saw_fragment(
                 {
                     "doc": dict(d),
                     "access": await access.document_access(conn, d["id"], at),
-                    "audits": await audits.retrievals(
-                        conn,
-                        viewer=None,
-                        document=d["id"],
-                        workspace=workspace,
-                        since=None,
-                        until=None,
-                        before_id=None,
-                        limit=100,
-                    ),
+                    "audits": await audits.retrievals(conn, audits.Window(), document=d["id"], workspace=workspace),
                 }
             )
     return _fragment("who_saw.html", found=found, external_id=external_id)
