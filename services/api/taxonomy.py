@@ -13,11 +13,11 @@ import uuid
 from typing import Annotated, Literal
 
 import asyncpg
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
 
 from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
 from schemas.validation import SafeStr
-from services.api.auth import require_admin, require_viewer
+from services.api.deps import AdminDep, ViewerDep, WorkspaceQuery, runtime_of
 from services.graph.temporal import entity_acl_sql
 from services.runtime import Runtime
 from services.sources import all_visible_sql, array_sources
@@ -26,15 +26,7 @@ from services.viewer import Viewer
 
 log = logging.getLogger("orgmem.api.taxonomy")
 router = APIRouter(tags=["taxonomy write-back"])
-ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-AdminDep = Annotated[Viewer, Depends(require_admin)]
-WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 _TASKS: set[asyncio.Task[int]] = set()
-
-
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
 
 
 def _registry(rt: Runtime) -> Registry:
@@ -97,14 +89,14 @@ def _deliver_soon(rt: Runtime) -> None:
 async def list_proposals(
     request: Request,
     viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+    workspace: WorkspaceQuery = "default",
     status_: Annotated[ProposalStatus | None, Query(alias="status")] = None,
     slot: Annotated[SafeStr | None, Query(max_length=64)] = None,
     subject: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> ProposalList:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     if not principals:
         return ProposalList(proposals=[])
@@ -125,7 +117,7 @@ async def list_proposals(
 async def _decide(
     request: Request, viewer: Viewer, pid: uuid.UUID, decision: Literal["applied", "rejected"]
 ) -> Proposal:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
@@ -163,7 +155,7 @@ async def rejected(proposal_id: uuid.UUID, request: Request, viewer: AdminDep) -
 
 @router.post("/v1/promotions", status_code=status.HTTP_201_CREATED, response_model=Proposal)
 async def promote(body: PromotionRequest, request: Request, viewer: ViewerDep) -> Proposal:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     bound = _registry(rt).platform_bound()
     spec = bound.get(body.slot)
     if spec is None:
