@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 
+from retriever.graph import cards, reads
 from schemas.graph import (
     DiffFactsRequest,
     EntityCard,
@@ -28,7 +29,6 @@ from schemas.graph import (
 from schemas.validation import BoundedDatetime
 from services.api.deps import ViewerDep, WorkspaceQuery, principals_of, runtime_of
 from services.errors import BusyError
-from services.graph import cards, reads
 from services.runtime import Runtime
 from services.viewer import Principals, Viewer
 

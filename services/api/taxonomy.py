@@ -15,10 +15,10 @@ from typing import Annotated, Literal
 import asyncpg
 from fastapi import APIRouter, HTTPException, Query, Request, status
 
+from retriever.graph.temporal import entity_acl_sql
 from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
 from schemas.validation import SafeStr
 from services.api.deps import AdminDep, ViewerDep, WorkspaceQuery, runtime_of
-from services.graph.temporal import entity_acl_sql
 from services.runtime import Runtime
 from services.sources import all_visible_sql, array_sources
 from services.taxonomy import Registry, default_registry, load_registry, proposals

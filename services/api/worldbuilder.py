@@ -7,6 +7,9 @@ import uuid
 
 from fastapi import APIRouter, HTTPException, Request, status
 
+from retriever.graph import cards
+from retriever.graph import worldbuilder as wb
+from retriever.graph.profile_synthesis import ProfileSynthesizer
 from retriever.wiring import get_service
 from retriever.worldbuilder_kb import worldbuilder_kb as run_kb
 from schemas.graph import EntityBrief, PersonCard
@@ -19,9 +22,6 @@ from schemas.worldbuilder import (
 )
 from services.api.deps import ViewerDep, WorkspaceQuery, principals_of, runtime_of
 from services.errors import NotFoundError
-from services.graph import cards
-from services.graph import worldbuilder as wb
-from services.graph.profile_synthesis import ProfileSynthesizer
 from services.people import visible_person_by_alias
 from services.runtime import Runtime
 from services.viewer import Viewer

@@ -224,7 +224,7 @@ async def graph_fragment(
     workspace: Annotated[str, Query(pattern=WORKSPACE)] = "default",
 ) -> HTMLResponse:
     """A person or entity card as the viewer sees it, its facts on a valid_from/valid_to timeline."""
-    from services.graph import cards
+    from retriever.graph import cards
 
     rt = runtime_of(request)
     principals = (await _as_viewer(request, viewer, groups)).expand(rt.hierarchy)

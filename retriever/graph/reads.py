@@ -1,4 +1,4 @@
-"""Viewer-scoped graph reads. ACL and temporal filters are applied in SQL (``services.graph.temporal``),
+"""Viewer-scoped graph reads. ACL and temporal filters are applied in SQL (``retriever.graph.temporal``),
 so facts a viewer may not see never consume a limit. ``viewer`` is the EXPANDED principal list; an empty
 list sees nothing.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import asyncpg
 
+from retriever.graph.temporal import Params, entity_acl_sql, fact_acl_sql, temporal_sql
 from schemas.graph import EntityBrief, EntityMatch, Fact, FactChange, FactDiff, FactEvidence, Path, PathStep
-from services.graph.temporal import Params, entity_acl_sql, fact_acl_sql, temporal_sql
 from services.names import normalize_name
 from services.viewer import Principals
 
