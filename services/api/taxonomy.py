@@ -55,25 +55,9 @@ def _columns(viewer: str = "$2") -> str:
 
 
 def _proposal(r: asyncpg.Record) -> Proposal:
-    return Proposal(
-        id=r["id"],
-        workspace=r["workspace"],
-        slot=r["slot"],
-        predicate=r["predicate"],
-        subject_id=r["subject_id"],
-        subject_name=r["subject_name"],
-        host_entity_id=r["visible_host_entity_id"],
-        current_host_value=r["visible_host_value"],
-        proposed_value=r["proposed_value"],
-        evidence=list(r["evidence"]),
-        confidence=float(r["confidence"]),
-        origin=r["origin"],
-        status=r["status"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        decided_at=r["decided_at"],
-        delivered_at=r["delivered_at"],
-    )
+    """A proposal row (``_columns``) as the contract: the host's value and user id only as the viewer may see them."""
+    row = dict(r) | {"host_entity_id": r["visible_host_entity_id"], "current_host_value": r["visible_host_value"]}
+    return Proposal.model_validate({k: row[k] for k in Proposal.model_fields})
 
 
 def _deliver_soon(rt: Runtime) -> None:
