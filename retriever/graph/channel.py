@@ -43,16 +43,14 @@ async def resolve_seeds(
     about: str | None,
     ctx: GraphContext,
 ) -> None:
-    """Explicit subjects plus entities named by ``about`` (``reads.resolve_about``, under the viewer's ACL)."""
-    ctx.seeds = list(dict.fromkeys(subjects))
-    if about:
-        matches = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
-        for m in matches:
-            ctx.resolved_about.append({"type": str(m.type), "id": str(m.id), "name": str(m.name)})
-            if (m.type, m.id) not in ctx.seeds:
-                ctx.seeds.append((m.type, m.id))
-        if not matches:
-            ctx.notes.setdefault("about", "no visible entity matched")
+    """Explicit subjects plus entities named by ``about`` (``reads.seeds_about``, under the viewer's ACL)."""
+    ctx.seeds, matches = await reads.seeds_about(
+        conn, workspace=workspace, viewer=viewer, subjects=subjects, about=about
+    )
+    for m in matches or []:
+        ctx.resolved_about.append({"type": str(m.type), "id": str(m.id), "name": str(m.name)})
+    if matches == []:
+        ctx.notes.setdefault("about", "no visible entity matched")
 
 
 async def expand_graph(

@@ -108,6 +108,24 @@ async def resolve_about(
     return [m for m in found if m.score >= ABOUT_EXACT_SCORE] or found[:1]
 
 
+async def seeds_about(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Principals,
+    subjects: Sequence[tuple[str, uuid.UUID]],
+    about: str | None,
+) -> tuple[list[tuple[str, uuid.UUID]], list[EntityMatch] | None]:
+    """The graph seeds of a request (graph tools and ``retrieve_context``): the explicit subjects, each once,
+    then what ``about`` names (``resolve_about``). Also returns the matches (``None`` without ``about``)."""
+    seeds = list(dict.fromkeys(subjects))
+    matches = await resolve_about(conn, workspace=workspace, viewer=viewer, about=about) if about else None
+    for m in matches or []:
+        if (m.type, m.id) not in seeds:
+            seeds.append((m.type, m.id))
+    return seeds, matches
+
+
 async def query_facts(
     conn: asyncpg.Connection,
     *,

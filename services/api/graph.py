@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
+import asyncpg
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 
 from retriever.graph import cards, reads
@@ -37,21 +38,18 @@ router = APIRouter(tags=["graph"])
 
 
 async def _subjects(
-    rt: Runtime, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
+    conn: asyncpg.Connection, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
-    seeds = [(s.type, s.id) for s in subjects]
-    if about:
-        async with rt.pool.acquire() as conn:
-            found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
-        seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
+    refs = [(s.type, s.id) for s in subjects]
+    seeds, _ = await reads.seeds_about(conn, workspace=workspace, viewer=viewer, subjects=refs, about=about)
     return seeds
 
 
 # The tool implementations, shared by the HTTP routes below and the MCP server (services/api/mcp.py).
 async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) -> FactsResponse:
     principals = viewer.expand(rt.hierarchy)
-    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
     async with rt.pool.acquire() as conn:
+        seeds = await _subjects(conn, body.workspace, principals, body.subjects, body.about)
         facts = await reads.query_facts(
             conn,
             workspace=body.workspace,
@@ -69,8 +67,8 @@ async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) 
 
 async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
     principals = viewer.expand(rt.hierarchy)
-    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
     async with rt.pool.acquire() as conn:
+        seeds = await _subjects(conn, body.workspace, principals, body.subjects, body.about)
         return await reads.diff_facts(
             conn,
             workspace=body.workspace,
@@ -85,8 +83,8 @@ async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) ->
 async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) -> PathsResponse:
     async with _walk_slot(rt):
         principals = viewer.expand(rt.hierarchy)
-        seeds = await _subjects(rt, body.workspace, principals, body.seeds, body.about)
         async with rt.pool.acquire() as conn:
+            seeds = await _subjects(conn, body.workspace, principals, body.seeds, body.about)
             paths, depth, partial = await reads.query_paths_within(
                 conn,
                 budget_ms=rt.settings.graph_walk_budget_ms,
