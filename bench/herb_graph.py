@@ -36,12 +36,12 @@ from extractor.assemble import DocInfo, document_ref, meeting_ref, participant_i
 from extractor.links import HERB_EID_NAMESPACE
 from extractor.mentions import attendance_links
 from extractor.patterns import extract_links
+from retriever.graph import reads
 from schemas.envelope import ChangeEnvelope
 from services.collaboration import repository as collab_repo
 from services.db.pool import create_pool
 from services.decay import HALF_LIFE_DAYS
 from services.eval.datasets import group_principal, iter_envelopes
-from services.graph import reads
 from services.producer import EnvelopeProducer
 from services.serve import start_runtime, stop_runtime
 from services.settings import Settings
@@ -243,9 +243,9 @@ async def worldbuilder_accuracy(
     viewer: list[str],
 ) -> dict[str, Any]:
     """Worldbuilder person profiles against HERB's directory truth, and collaborators with project edges."""
+    from retriever.graph import worldbuilder
+    from retriever.graph.projects import person_projects, project_people
     from schemas.graph import EntityBrief
-    from services.graph import worldbuilder
-    from services.graph.projects import person_projects, project_people
 
     manager_ok = team_ok = with_manager = profiles = 0
     start = time.perf_counter()

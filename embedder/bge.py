@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Tokenizer
 
 from embedder.metered import MeteredEmbedder, UsageMeter
+from embedder.minilm import truncating_tokenizer
 
 F32 = npt.NDArray[np.float32]
 
@@ -114,9 +114,7 @@ class BGESmallEmbedder(MeteredEmbedder):
         self._session: Any = ort.InferenceSession(
             str(directory / ONNX_FILE), sess_options=options, providers=["CPUExecutionProvider"]
         )
-        self._tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_length=max_seq_length)
+        self._tokenizer = truncating_tokenizer(directory / TOKENIZER_FILE, max_seq_length)
         self._model_dir = directory
         self._max_batch = max_batch
         self._max_seq_length = max_seq_length

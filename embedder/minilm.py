@@ -239,6 +239,15 @@ def bert_forward(weights: BertWeights, ids: I64, mask: F32) -> F32:
     return np.asarray(pooled / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
 
 
+def truncating_tokenizer(path: Path, max_seq_length: int) -> Tokenizer:
+    """A model's ``tokenizer.json`` set up the way both local models run it: one sequence per text, no padding
+    (batches are padded by the caller), truncated to ``max_seq_length`` tokens."""
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_seq_length)
+    return tokenizer
+
+
 class MiniLMEmbedder(MeteredEmbedder):
     """``Embedder`` for all-MiniLM-L6-v2 (dim 384). Model id ``local/all-MiniLM-L6-v2``.
 
@@ -256,9 +265,7 @@ class MiniLMEmbedder(MeteredEmbedder):
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         directory = Path(model_dir) if model_dir is not None else wheel_model_dir()
         self._weights = BertWeights.load(directory)
-        self._tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_length=max_seq_length)
+        self._tokenizer = truncating_tokenizer(directory / "tokenizer.json", max_seq_length)
         self._max_batch = max_batch
         self._meter = UsageMeter(MODEL_ID)
         self._lock = asyncio.Lock()

@@ -14,6 +14,7 @@ from typing import Any
 from retriever.hits import DEFAULT, DENSE_ONLY, LEXICAL_ONLY, RRF_ONLY, RankConfig
 from retriever.packing import PackItem, PackResult, pack
 from retriever.temporal_plan import TemporalPlan, plan_temporal
+from schemas.graph import EntityBrief, Fact, Path
 from schemas.tools import PassageFilters
 
 ARM_PRESETS: dict[str, tuple[tuple[str, ...], RankConfig]] = {
@@ -163,23 +164,24 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def fact_text(fact: Mapping[str, Any]) -> str:
-    """One line per fact for packing and synthesis: ``subject predicate object [valid_from..valid_to]``."""
-
-    def name(v: Any) -> str:
-        if isinstance(v, Mapping):
-            return str(v.get("name") or v.get("id") or "")
-        return "" if v is None else str(v)
-
-    obj = name(fact.get("object")) or name(fact.get("value"))
+def fact_text(fact: Fact) -> str:
+    """One line per fact for packing and synthesis: ``subject predicate object [valid_from..valid_to]``
+    (times as the response writes them)."""
+    when = fact.model_dump(mode="json", include={"valid_from", "valid_to"})
+    obj = _label(fact.object) or (fact.value or "")
     span = ""
-    if fact.get("valid_from") or fact.get("valid_to"):
-        span = f" [{fact.get('valid_from') or '…'}..{fact.get('valid_to') or '…'}]"
-    return f"{name(fact.get('subject'))} {fact.get('predicate', '')} {obj}{span}".strip()
+    if when.get("valid_from") or when.get("valid_to"):
+        span = f" [{when.get('valid_from') or '…'}..{when.get('valid_to') or '…'}]"
+    return f"{_label(fact.subject)} {fact.predicate} {obj}{span}".strip()
 
 
-def path_text(path: Mapping[str, Any]) -> str:
-    return json.dumps(path, sort_keys=True, separators=(",", ":"), default=str)
+def _label(end: EntityBrief | None) -> str:
+    return "" if end is None else (end.name or str(end.id))
+
+
+def path_text(path: Path) -> str:
+    """A path as the compact JSON the response carries (what packing counts)."""
+    return json.dumps(path.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
 
 
 def packing_order(

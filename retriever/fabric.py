@@ -20,7 +20,7 @@ import dataclasses
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,10 +28,11 @@ from typing import Any
 import asyncpg
 
 from retriever.compose import fact_text
-from retriever.graph_channel import GraphContext, graph_read
+from retriever.graph import reads
+from retriever.graph.channel import GraphContext
 from retriever.passages import PassageSearch
+from schemas.graph import Fact
 from schemas.tools import RetrieveContextRequest
-from services.graph import reads
 from services.viewer import Principals
 
 _CAPITALISED = re.compile(r"\b([A-Z][\w'’.-]*(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’.-]*){0,3})")
@@ -70,7 +71,7 @@ class Candidate:
 class Joined:
     order: list[str]
     scores: dict[str, float]
-    facts: list[Mapping[str, Any]]
+    facts: list[Fact]
     relations: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     cross_validated: set[str] = field(default_factory=set)
     diagnostics: dict[str, Any] = field(default_factory=dict)
@@ -107,23 +108,13 @@ def similarity(a: str, b: str) -> float:
     return 0.0 if nx == 0 or ny == 0 else dot / (nx * ny)
 
 
-def _names(fact: Mapping[str, Any]) -> list[str]:
-    out = []
-    for end in ("subject", "object"):
-        v = fact.get(end)
-        if isinstance(v, Mapping) and v.get("name"):
-            out.append(str(v["name"]))
-    return out
+def _names(fact: Fact) -> list[str]:
+    return [end.name for end in (fact.subject, fact.object) if end is not None and end.name]
 
 
-def _relation(fact: Mapping[str, Any]) -> dict[str, str]:
-    obj = fact.get("object")
-    subject = fact.get("subject")
-    return {
-        "from": str(subject.get("name", "")) if isinstance(subject, Mapping) else "",
-        "relation": str(fact.get("predicate", "")),
-        "to": str(obj.get("name", "")) if isinstance(obj, Mapping) else str(fact.get("value") or ""),
-    }
+def _relation(fact: Fact) -> dict[str, str]:
+    to = fact.object.name if fact.object is not None else (fact.value or "")
+    return {"from": fact.subject.name, "relation": fact.predicate, "to": to}
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -132,7 +123,7 @@ def _mentions(text: str, name: str) -> bool:
 
 def join(
     passages: Sequence[Candidate],
-    facts: Sequence[Mapping[str, Any]],
+    facts: Sequence[Fact],
     *,
     now: datetime,
     config: FabricConfig = FabricConfig(),
@@ -191,10 +182,8 @@ async def add_hint_seeds(
     after the explicit subjects / ``about`` (the retriever's ``_graph`` resolves those and expands them all)."""
     hints = entity_hints(req.query)
     for hint in hints:
-        found = await graph_read(
-            reads.resolve_about(conn, workspace=req.workspace, viewer=viewer, about=hint), ctx.notes, "fabric_hints"
-        )
-        for m in found or []:
+        found = await reads.resolve_about(conn, workspace=req.workspace, viewer=viewer, about=hint)
+        for m in found:
             if (m.type, m.id) not in ctx.seeds:
                 ctx.seeds.append((m.type, m.id))
                 ctx.resolved_about.append({"type": str(m.type), "id": str(m.id), "name": str(m.name)})
@@ -219,7 +208,7 @@ def fabric_join(
     joined = join(cands, graph.structured_facts, now=now, graph_ok="fabric" not in graph.notes)
     ranked = [dataclasses.replace(by_id[k], score=joined.scores[k]) for k in joined.order]
     found = dataclasses.replace(found, ranked=ranked, scores=found.scores | joined.scores)
-    graph = dataclasses.replace(graph, structured_facts=[dict(f) for f in joined.facts])
+    graph = dataclasses.replace(graph, structured_facts=joined.facts)
     diag = joined.diagnostics | {"relations": joined.relations, "hints": graph.notes.get("fabric_hints")}
     if "fabric" in graph.notes:
         diag["graph_error"] = graph.notes["fabric"]

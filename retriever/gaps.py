@@ -14,10 +14,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from retriever.boosts import age_days
 from retriever.hits import Hit
@@ -141,6 +143,17 @@ def analyze_gaps(
         unmatched_terms=tuple(unmatched_terms(query, texts)),
         contradictions=tuple(find_contradictions(texts)),
     )
+
+
+def gap_report_dict(report: GapReport) -> dict[str, Any]:
+    """The report as the response's ``gaps`` object (times as ``str(datetime)``, as it always was)."""
+    return {
+        "stale_entities": [
+            {"name": s.name, "last_seen": str(s.last_seen), "age_days": s.age_days} for s in report.stale_entities
+        ],
+        "unmatched_terms": list(report.unmatched_terms),
+        "contradictions": [dataclasses.asdict(c) for c in report.contradictions],
+    }
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -26,7 +26,7 @@ from retriever.dense import (
     pgvector_version,
     score_by_vector,
 )
-from retriever.graph_channel import RelationalResult, relational_arm
+from retriever.graph.channel import RelationalResult, relational_arm
 from retriever.hits import Hit, RankedHit
 from retriever.lexical import LexicalResult, lexeme_counts, lexical_arm, lexical_arm_prf
 from retriever.ranking import fuse_and_rank

@@ -10,7 +10,6 @@ chunks the viewer can see.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import logging
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import asyncpg
+from pydantic import BaseModel
 
 from retriever.access import AccessRecorder
 from retriever.compose import (
@@ -33,8 +33,8 @@ from retriever.compose import (
 )
 from retriever.dense import DEFAULT_EF_SEARCH, DEFAULT_EXACT_THRESHOLD
 from retriever.fabric import add_hint_seeds, fabric_join
-from retriever.gaps import analyze_gaps, numbered_citation_list
-from retriever.graph_channel import (
+from retriever.gaps import analyze_gaps, gap_report_dict, numbered_citation_list
+from retriever.graph.channel import (
     GraphContext,
     expand_graph,
     resolve_seeds,
@@ -42,6 +42,7 @@ from retriever.graph_channel import (
 from retriever.hits import Hit, RankedHit
 from retriever.passages import PassageSearcher
 from retriever.rows import ChunkRow, write_audit
+from schemas.graph import Fact
 from schemas.tools import (
     Passage,
     RetrieveContextRequest,
@@ -246,10 +247,10 @@ class RetrieverService:
             gaps = self._gaps(req.query, passages, facts, now)
         response = RetrieveContextResponse(
             passages=passages,
-            search_facts=found.relational.search_facts,
-            structured_facts=facts,
-            paths=paths,
-            fact_diffs=graph.fact_diffs,
+            search_facts=_dumped(found.relational.search_facts),
+            structured_facts=_dumped(facts),
+            paths=_dumped(paths),
+            fact_diffs=_dumped(graph.fact_diffs),
             temporal_plan=plan_dict(axes),
             gaps=gaps,
             answer=answer,
@@ -277,21 +278,14 @@ class RetrieverService:
             }
 
     @staticmethod
-    def _gaps(
-        query: str, passages: Sequence[Passage], facts: Sequence[dict[str, Any]], now: datetime
-    ) -> dict[str, Any]:
+    def _gaps(query: str, passages: Sequence[Passage], facts: Sequence[Fact], now: datetime) -> dict[str, Any]:
+        """Gap analysis over the packed answer; an entity is last seen when its newest fact was recorded."""
         last_seen: dict[str, datetime] = {}
         for f in facts:
-            subject, seen = f.get("subject"), f.get("recorded_at")
-            name = str(subject.get("name") or subject.get("id")) if isinstance(subject, dict) else str(subject)
-            if subject and isinstance(seen, str):
-                try:
-                    ts = datetime.fromisoformat(seen)
-                except ValueError:
-                    continue
-                last_seen[name] = max(ts, last_seen.get(name, ts))
+            name = f.subject.name or str(f.subject.id)
+            last_seen[name] = max(f.recorded_at, last_seen.get(name, f.recorded_at))
         report = analyze_gaps(query, [(p.text, p.event_time) for p in passages], last_seen, now)
-        return json.loads(json.dumps(dataclasses.asdict(report), default=str))  # type: ignore[no-any-return]
+        return gap_report_dict(report)
 
     async def _audit(
         self,
@@ -319,6 +313,11 @@ class RetrieverService:
                 latency_ms=latency,
                 diagnostics=json.dumps({"timings_ms": diag.get("timings_ms")}),
             )
+
+
+def _dumped(items: Sequence[BaseModel]) -> list[dict[str, Any]]:
+    """Typed graph results as the response's JSON objects: the one place they stop being models."""
+    return [item.model_dump(mode="json") for item in items]
 
 
 def _graph_diagnostics(graph: GraphContext, facts: Sequence[object], paths: Sequence[object]) -> dict[str, Any]:

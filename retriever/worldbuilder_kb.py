@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 import asyncpg
 
 from retriever.compose import TimeAxes
+from retriever.graph.reads import resolve_entities
 from retriever.passages import PassageSearch
 from retriever.rows import resolve_author
 from retriever.service import RetrieverService
 from schemas.graph import EntityBrief
 from schemas.worldbuilder import KbDocument, KbPassage, KbPerson, WorldbuilderKbRequest, WorldbuilderKbResponse
-from services.graph.reads import resolve_entities
 from services.viewer import Principals, Viewer
 
 PASSAGES_PER_DOCUMENT = 3

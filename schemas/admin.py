@@ -218,21 +218,13 @@ class IngressAuditPage(_Strict):
     next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null on the last page")
 
 
-class PurgeAuditRow(_Strict):
+class PurgeAuditRow(PurgeBatch):
+    """A purge batch as its audit row records it: the batch, and when, by whom and in which run."""
+
     id: int
     run_id: uuid.UUID
     at: datetime
     actor: str
-    workspace: str
-    policy: RetentionPolicy
-    reason: Literal["max_age", "tombstoned"]
-    documents: int
-    chunks: int
-    versions: int
-    evidence_links: int
-    facts_retracted: int
-    blobs: int
-    document_ids: list[uuid.UUID]
 
 
 class PurgeAuditPage(_Strict):

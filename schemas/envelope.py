@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -20,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from orgmem_sdk.validation import PRINCIPAL_RE as PRINCIPAL_RE  # one source: the SDK's value rules
+from orgmem_sdk.validation import Principal as Principal
 from schemas.procedures import ProcedureSpec
 from schemas.validation import MAX_NESTING, Rejected, check_structured, field_errors, load_json, scan, storable_value
 
@@ -29,9 +30,6 @@ MIN_EVENT_YEAR = 1990
 MAX_FUTURE = timedelta(days=1)
 
 _STORABLE = AfterValidator(storable_value)
-PRINCIPAL_RE = re.compile(r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-
-Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_RE.pattern)]
 ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=512), _STORABLE]
 
 

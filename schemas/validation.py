@@ -11,42 +11,54 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+from orgmem_sdk.validation import (
+    MAX_QUERY_TIME,
+    MIN_QUERY_TIME,
+    UNSTORABLE_RE,
+    BoundedDatetime,
+    SafeStr,
+    storable,
+    storable_value,
+    utc_in_range,
+)
+
 MAX_NESTING = 32  # structured values: dicts/lists inside each other, counted from the field itself
 MAX_JSON_DEPTH = 64  # any JSON body, checked on the text before parsing (no recursion, no interpreter limit)
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")  # escaped in field names: they travel in headers too
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]')
-MIN_QUERY_TIME = datetime(1000, 1, 1, tzinfo=UTC)
-MAX_QUERY_TIME = datetime(9000, 12, 31, 23, 59, 59, tzinfo=UTC)
-
-
-def storable(value: str, path: str = "") -> str:
-    """The string unchanged, or a ``unstorable_string`` error: Postgres text holds no NUL and UTF-8 no
-    lone surrogate."""
-    if value.isascii() and "\x00" not in value:  # the common case in two C scans (no surrogate is ASCII)
-        return value
-    m = UNSTORABLE_RE.search(value)
-    if m is not None:
-        what = "a NUL character" if m.group() == "\x00" else "a lone surrogate"
-        raise PydanticCustomError(
-            "unstorable_string",
-            "{where}contains {what} at position {pos} (cannot be stored)",
-            {"where": f"{path}: " if path else "", "what": what, "pos": m.start(), "path": path},
-        )
-    return value
-
-
-def storable_value(value: str) -> str:
-    return storable(value)
-
-
-SafeStr = Annotated[str, AfterValidator(storable_value)]
+__all__ = [  # the value rules are the SDK's (one source, client and server); the rest is the server's
+    "CURSOR_RE",
+    "INT4_MAX",
+    "INT8_MAX",
+    "MAX_DAYS",
+    "MAX_JSON_DEPTH",
+    "MAX_NESTING",
+    "MAX_QUERY_TIME",
+    "MIN_QUERY_TIME",
+    "UNSTORABLE_RE",
+    "AwareBoundedDatetime",
+    "BoundedDatetime",
+    "Days",
+    "NonNegativeBigInt",
+    "PgBigInt",
+    "PgInt",
+    "Rejected",
+    "SafeStr",
+    "bigint_cursor",
+    "check_structured",
+    "field_errors",
+    "load_json",
+    "scan",
+    "storable",
+    "storable_value",
+    "too_deep",
+    "utc_in_range",
+]
 
 
 def check_structured(value: Any, path: str = "", depth: int = 0, max_depth: int = MAX_NESTING) -> None:
@@ -75,21 +87,6 @@ def check_structured(value: Any, path: str = "", depth: int = 0, max_depth: int 
             check_structured(v, f"{path}.{i}" if path else str(i), depth + 1, max_depth)
 
 
-def utc_in_range(value: datetime, lo: datetime = MIN_QUERY_TIME, hi: datetime = MAX_QUERY_TIME) -> datetime:
-    """Aware (naive = UTC) and, once moved to UTC, within [lo, hi]; an offset that overflows the
-    datetime range is an error, not an exception."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        value = value.replace(tzinfo=UTC)
-    try:
-        utc = value.astimezone(UTC)
-    except (OverflowError, ValueError):
-        raise ValueError("out of the supported date range") from None
-    if not lo <= utc <= hi:
-        raise ValueError(f"must be between {lo.isoformat()} and {hi.isoformat()}")
-    return utc
-
-
-BoundedDatetime = Annotated[datetime, AfterValidator(utc_in_range)]
 # the same range, but a naive datetime is an error (admin filters and legal holds say which offset they mean)
 AwareBoundedDatetime = Annotated[AwareDatetime, AfterValidator(utc_in_range)]
 

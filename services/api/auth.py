@@ -60,12 +60,14 @@ async def _scoped(request: Request, api_key: str | None, scope: str) -> Credenti
     return cred
 
 
-def _principal(value: str, header: str, kind: str) -> str:
+def checked_principal(value: str, field: str, kind: str) -> str:
+    """``value`` as a canonical ``<kind>:<uuid>`` (lower-cased), else 422 naming ``field`` (a header or a
+    query parameter)."""
     v = value.strip().lower()
     if not PRINCIPAL_RE.match(v) or not v.startswith(kind + ":"):
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
-            detail={"field": header, "msg": f"expected {kind}:<uuid>, got {value[:80]!r}"},
+            detail={"field": field, "msg": f"expected {kind}:<uuid>, got {value[:80]!r}"},
         )
     return v
 
@@ -83,14 +85,14 @@ async def viewer_for(
     x_principal_roles: str | None,
 ) -> Viewer:
     """The viewer the gateway names for an authenticated ``cred`` (groups from the directory when absent)."""
-    pid = _principal(x_principal_id, "X-Principal-Id", "user") if x_principal_id else None
+    pid = checked_principal(x_principal_id, "X-Principal-Id", "user") if x_principal_id else None
     raw_groups = [g for g in (x_principal_groups or "").split(",") if g.strip()]
     if len(raw_groups) > MAX_GROUPS:
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             detail={"field": "X-Principal-Groups", "msg": f"at most {MAX_GROUPS} groups"},
         )
-    groups = tuple(sorted({_principal(g, "X-Principal-Groups", "group") for g in raw_groups}))
+    groups = tuple(sorted({checked_principal(g, "X-Principal-Groups", "group") for g in raw_groups}))
     if pid and x_principal_groups is None:
         groups = await directory_groups(request, pid)
     roles = frozenset(r.strip().lower() for r in (x_principal_roles or "").split(",") if r.strip())

@@ -78,6 +78,7 @@ from schemas.worldbuilder import (
 )
 from services.api import graph, procedure_proposals, procedures, worldbuilder
 from services.api.auth import require_viewer
+from services.api.deps import runtime_of
 from services.api.tool_contract import ANSWER_OVERHEAD, BYTES_PER_TOKEN, CatalogueTool, dump, parse
 from services.memories import caller_of, get_memory_service
 from services.memory_profile import memory_profile
@@ -326,15 +327,10 @@ def rpc_tools(rt: Runtime) -> dict[str, ToolCall]:
 
 
 # ---- the HTTP door --------------------------------------------------------------------------------------
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
-
-
 def _route(tool: CatalogueTool[Any, Any]) -> Callable[..., Awaitable[BaseModel]]:
     async def endpoint(body: BaseModel, request: Request, viewer: Viewer) -> BaseModel:
         RETRIEVALS.labels(tool.name, "http").inc()
-        result: BaseModel = await tool.run(_runtime(request), viewer, body)
+        result: BaseModel = await tool.run(runtime_of(request), viewer, body)
         return result
 
     endpoint.__name__ = tool.name

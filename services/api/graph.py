@@ -7,10 +7,14 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+import asyncpg
+from fastapi import APIRouter, Depends, HTTPException, Request, status
 
+from retriever.graph import cards, reads
 from schemas.graph import (
     DiffFactsRequest,
     EntityCard,
@@ -24,43 +28,28 @@ from schemas.graph import (
     TimeGrain,
 )
 from schemas.validation import BoundedDatetime
-from services.api.auth import require_viewer
+from services.api.deps import ViewerDep, WorkspaceQuery, principals_of, runtime_of
 from services.errors import BusyError
-from services.graph import cards, reads
 from services.runtime import Runtime
 from services.viewer import Principals, Viewer
 
 C = TypeVar("C")
 router = APIRouter(tags=["graph"])
-ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-
-
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
-
-
-def _principals(request: Request, viewer: Viewer) -> Principals:
-    return viewer.expand(_runtime(request).hierarchy)
 
 
 async def _subjects(
-    rt: Runtime, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
+    conn: asyncpg.Connection, workspace: str, viewer: Principals, subjects: list[SubjectRef], about: str | None
 ) -> list[tuple[str, uuid.UUID]]:
-    seeds = [(s.type, s.id) for s in subjects]
-    if about:
-        async with rt.pool.acquire() as conn:
-            found = await reads.resolve_about(conn, workspace=workspace, viewer=viewer, about=about)
-        seeds += [(m.type, m.id) for m in found if (m.type, m.id) not in seeds]
+    refs = [(s.type, s.id) for s in subjects]
+    seeds, _ = await reads.seeds_about(conn, workspace=workspace, viewer=viewer, subjects=refs, about=about)
     return seeds
 
 
 # The tool implementations, shared by the HTTP routes below and the MCP server (services/api/mcp.py).
 async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) -> FactsResponse:
     principals = viewer.expand(rt.hierarchy)
-    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
     async with rt.pool.acquire() as conn:
+        seeds = await _subjects(conn, body.workspace, principals, body.subjects, body.about)
         facts = await reads.query_facts(
             conn,
             workspace=body.workspace,
@@ -78,8 +67,8 @@ async def run_query_facts(rt: Runtime, viewer: Viewer, body: QueryFactsRequest) 
 
 async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) -> FactDiff:
     principals = viewer.expand(rt.hierarchy)
-    seeds = await _subjects(rt, body.workspace, principals, body.subjects, body.about)
     async with rt.pool.acquire() as conn:
+        seeds = await _subjects(conn, body.workspace, principals, body.subjects, body.about)
         return await reads.diff_facts(
             conn,
             workspace=body.workspace,
@@ -94,8 +83,8 @@ async def run_diff_facts(rt: Runtime, viewer: Viewer, body: DiffFactsRequest) ->
 async def run_query_paths(rt: Runtime, viewer: Viewer, body: QueryPathsRequest) -> PathsResponse:
     async with _walk_slot(rt):
         principals = viewer.expand(rt.hierarchy)
-        seeds = await _subjects(rt, body.workspace, principals, body.seeds, body.about)
         async with rt.pool.acquire() as conn:
+            seeds = await _subjects(conn, body.workspace, principals, body.seeds, body.about)
             paths, depth, partial = await reads.query_paths_within(
                 conn,
                 budget_ms=rt.settings.graph_walk_budget_ms,
@@ -134,57 +123,52 @@ async def _walk_slot(rt: Runtime) -> AsyncIterator[None]:
         slots.release()
 
 
-async def _card(request: Request, load: Callable[..., Awaitable[C | None]], **params: Any) -> C | None:
-    """Load a card (person or entity) on a pooled connection; ``None`` = not visible to this viewer."""
-    async with _runtime(request).pool.acquire() as conn:
-        return await load(conn, **params)
+@dataclass(frozen=True)
+class CardAt:
+    """The query parameters both cards take: the workspace and the two time axes."""
+
+    workspace: str
+    as_of: datetime | None
+    believed_as_of: datetime | None
+    as_of_grain: TimeGrain | None
+
+
+def _card_at(
+    workspace: WorkspaceQuery = "default",
+    as_of: BoundedDatetime | None = None,
+    believed_as_of: BoundedDatetime | None = None,
+    as_of_grain: TimeGrain | None = None,
+) -> CardAt:
+    return CardAt(workspace, as_of, believed_as_of, as_of_grain)
+
+
+CardAtDep = Annotated[CardAt, Depends(_card_at)]
+
+
+async def _card(
+    request: Request, viewer: Viewer, at: CardAt, load: Callable[..., Awaitable[C | None]], missing: str, **ids: Any
+) -> C:
+    """Load a card (person or entity) on a pooled connection; 404 when the viewer sees no such one."""
+    async with runtime_of(request).pool.acquire() as conn:
+        card = await load(
+            conn,
+            workspace=at.workspace,
+            viewer=principals_of(request, viewer),
+            as_of=at.as_of,
+            believed_as_of=at.believed_as_of,
+            as_of_grain=at.as_of_grain,
+            **ids,
+        )
+    if card is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=missing)
+    return card
 
 
 @router.get("/v1/graph/persons/{person_id}", response_model=PersonCard)
-async def person_card(
-    person_id: uuid.UUID,
-    request: Request,
-    viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: BoundedDatetime | None = None,
-    believed_as_of: BoundedDatetime | None = None,
-    as_of_grain: TimeGrain | None = None,
-) -> PersonCard:
-    card = await _card(
-        request,
-        cards.person_card,
-        workspace=workspace,
-        viewer=_principals(request, viewer),
-        person_id=person_id,
-        as_of=as_of,
-        believed_as_of=believed_as_of,
-        as_of_grain=as_of_grain,
-    )
-    if card is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible person with this id")
-    return card
+async def person_card(person_id: uuid.UUID, request: Request, viewer: ViewerDep, at: CardAtDep) -> PersonCard:
+    return await _card(request, viewer, at, cards.person_card, "no visible person with this id", person_id=person_id)
 
 
 @router.get("/v1/graph/entities/{entity_id}", response_model=EntityCard)
-async def entity_card(
-    entity_id: uuid.UUID,
-    request: Request,
-    viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
-    as_of: BoundedDatetime | None = None,
-    believed_as_of: BoundedDatetime | None = None,
-    as_of_grain: TimeGrain | None = None,
-) -> EntityCard:
-    card = await _card(
-        request,
-        cards.entity_card,
-        workspace=workspace,
-        viewer=_principals(request, viewer),
-        entity_id=entity_id,
-        as_of=as_of,
-        believed_as_of=believed_as_of,
-        as_of_grain=as_of_grain,
-    )
-    if card is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail="no visible entity with this id")
-    return card
+async def entity_card(entity_id: uuid.UUID, request: Request, viewer: ViewerDep, at: CardAtDep) -> EntityCard:
+    return await _card(request, viewer, at, cards.entity_card, "no visible entity with this id", entity_id=entity_id)

@@ -25,6 +25,7 @@ import asyncio
 import hmac
 import json
 import logging
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -94,23 +95,17 @@ def _mcp_token_ok(scope: Scope) -> bool:
     return found
 
 
+@dataclass
 class RequestLimits:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        keys: KeyStore,
-        max_bytes: int,
-        statement_ms: int | None = None,
-        body_timeout_s: float | None = None,
-        docs_keyed: bool = False,
-    ) -> None:
-        self.app = app
-        self.keys = keys
-        self.max_bytes = max_bytes
-        self.statement_ms = statement_ms
-        self.body_timeout_s = body_timeout_s
-        self.docs_keyed = docs_keyed
+    """The door every HTTP request passes (ASGI middleware around ``app``): key, size, time and workspace limits."""
+
+    app: ASGIApp
+    _: KW_ONLY
+    keys: KeyStore
+    max_bytes: int
+    statement_ms: int | None = None
+    body_timeout_s: float | None = None
+    docs_keyed: bool = False
 
     async def _credential(self, scope: Scope) -> Credential | None:
         key = _header(scope, b"x-api-key")

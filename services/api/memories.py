@@ -14,10 +14,12 @@ scopes I may write to).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
@@ -38,14 +40,11 @@ from schemas.memory import (
     WhoAmIResponse,
 )
 from services import memory_verbs
-from services.api.auth import require_viewer
+from services.api.deps import ViewerDep, WorkspaceQuery, runtime_of
 from services.memories import MemoryWriteError, caller_of, get_memory_service
-from services.runtime import Runtime
-from services.viewer import Viewer
 
 router = APIRouter(tags=["memories"])
 M = TypeVar("M", bound=BaseModel)
-Workspace = Annotated[str, Query(max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 
 
 def http_error(exc: MemoryWriteError) -> HTTPException:
@@ -57,9 +56,13 @@ def http_error(exc: MemoryWriteError) -> HTTPException:
     return HTTPException(exc.status, detail={"field": exc.field, "msg": exc.message}, headers=headers)
 
 
-def _rt(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """A refused write or read (``MemoryWriteError``) as its HTTP error, named field and ``Retry-After``."""
+    try:
+        yield
+    except MemoryWriteError as exc:
+        raise http_error(exc) from exc
 
 
 def _model(model: type[M], values: dict[str, Any]) -> M:
@@ -71,55 +74,43 @@ def _model(model: type[M], values: dict[str, Any]) -> M:
 
 
 @router.post("/v1/memories", status_code=status.HTTP_202_ACCEPTED, response_model=RememberResponse)
-async def remember(
-    body: RememberRequest, request: Request, viewer: Annotated[Viewer, Depends(require_viewer)]
-) -> RememberResponse:
-    rt = _rt(request)
-    try:
+async def remember(body: RememberRequest, request: Request, viewer: ViewerDep) -> RememberResponse:
+    rt = runtime_of(request)
+    with _refusals():
         return await get_memory_service(rt).remember(body, caller_of(rt, viewer))
-    except MemoryWriteError as exc:
-        raise http_error(exc) from exc
 
 
 @router.post("/v1/memories/batch", status_code=status.HTTP_202_ACCEPTED, response_model=RememberBatchResponse)
-async def remember_batch(
-    body: RememberBatchRequest, request: Request, viewer: Annotated[Viewer, Depends(require_viewer)]
-) -> RememberBatchResponse:
-    rt = _rt(request)
-    try:
+async def remember_batch(body: RememberBatchRequest, request: Request, viewer: ViewerDep) -> RememberBatchResponse:
+    rt = runtime_of(request)
+    with _refusals():
         return await get_memory_service(rt).remember_batch(body, caller_of(rt, viewer))
-    except MemoryWriteError as exc:
-        raise http_error(exc) from exc
 
 
 @router.get("/v1/memories", response_model=MemoryList)
 async def list_memories(
     request: Request,
-    viewer: Annotated[Viewer, Depends(require_viewer)],
-    workspace: Workspace = "default",
+    viewer: ViewerDep,
+    workspace: WorkspaceQuery = "default",
     scope: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query()] = 20,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> MemoryList:
     req = _model(ListMemoriesRequest, {"scope": scope, "limit": limit, "cursor": cursor, "workspace": workspace})
-    try:
-        return await memory_verbs.list_memories(_rt(request), viewer, req)
-    except MemoryWriteError as exc:
-        raise http_error(exc) from exc
+    with _refusals():
+        return await memory_verbs.list_memories(runtime_of(request), viewer, req)
 
 
 @router.get("/v1/memories/{memory_id}", response_model=MemoryDetail)
 async def get_memory(
     memory_id: str,
     request: Request,
-    viewer: Annotated[Viewer, Depends(require_viewer)],
-    workspace: Workspace = "default",
+    viewer: ViewerDep,
+    workspace: WorkspaceQuery = "default",
 ) -> MemoryDetail:
     req = _model(GetMemoryRequest, {"memory_id": memory_id, "workspace": workspace})
-    try:
-        return await memory_verbs.get_memory(_rt(request), viewer, req)
-    except MemoryWriteError as exc:
-        raise http_error(exc) from exc
+    with _refusals():
+        return await memory_verbs.get_memory(runtime_of(request), viewer, req)
 
 
 @router.post(
@@ -129,30 +120,26 @@ async def update_memory(
     memory_id: str,
     body: UpdateMemoryBody,
     request: Request,
-    viewer: Annotated[Viewer, Depends(require_viewer)],
-    workspace: Workspace = "default",
+    viewer: ViewerDep,
+    workspace: WorkspaceQuery = "default",
 ) -> UpdateMemoryResponse:
     req = _model(UpdateMemoryRequest, {"memory_id": memory_id, "text": body.text, "workspace": workspace})
-    try:
-        return await memory_verbs.update_memory(_rt(request), viewer, req)
-    except MemoryWriteError as exc:
-        raise http_error(exc) from exc
+    with _refusals():
+        return await memory_verbs.update_memory(runtime_of(request), viewer, req)
 
 
 @router.delete("/v1/memories/{memory_id}", status_code=status.HTTP_202_ACCEPTED, response_model=ForgetResponse)
 async def forget(
     memory_id: str,
     request: Request,
-    viewer: Annotated[Viewer, Depends(require_viewer)],
-    workspace: Workspace = "default",
+    viewer: ViewerDep,
+    workspace: WorkspaceQuery = "default",
 ) -> ForgetResponse:
-    rt = _rt(request)
-    try:
+    rt = runtime_of(request)
+    with _refusals():
         return await get_memory_service(rt).forget(memory_id, caller_of(rt, viewer), workspace=workspace)
-    except MemoryWriteError as exc:
-        raise http_error(exc) from exc
 
 
 @router.get("/v1/whoami", response_model=WhoAmIResponse, tags=["agents"])
-async def whoami(request: Request, viewer: Annotated[Viewer, Depends(require_viewer)]) -> WhoAmIResponse:
-    return await memory_verbs.whoami(_rt(request), viewer, WhoAmIRequest())
+async def whoami(request: Request, viewer: ViewerDep) -> WhoAmIResponse:
+    return await memory_verbs.whoami(runtime_of(request), viewer, WhoAmIRequest())

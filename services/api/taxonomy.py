@@ -13,12 +13,12 @@ import uuid
 from typing import Annotated, Literal
 
 import asyncpg
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Query, Request, status
 
+from retriever.graph.temporal import entity_acl_sql
 from schemas.taxonomy import PromotionRequest, Proposal, ProposalList, ProposalStatus
 from schemas.validation import SafeStr
-from services.api.auth import require_admin, require_viewer
-from services.graph.temporal import entity_acl_sql
+from services.api.deps import AdminDep, ViewerDep, WorkspaceQuery, runtime_of
 from services.runtime import Runtime
 from services.sources import all_visible_sql, array_sources
 from services.taxonomy import Registry, default_registry, load_registry, proposals
@@ -26,15 +26,7 @@ from services.viewer import Viewer
 
 log = logging.getLogger("orgmem.api.taxonomy")
 router = APIRouter(tags=["taxonomy write-back"])
-ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-AdminDep = Annotated[Viewer, Depends(require_admin)]
-WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 _TASKS: set[asyncio.Task[int]] = set()
-
-
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
 
 
 def _registry(rt: Runtime) -> Registry:
@@ -63,25 +55,9 @@ def _columns(viewer: str = "$2") -> str:
 
 
 def _proposal(r: asyncpg.Record) -> Proposal:
-    return Proposal(
-        id=r["id"],
-        workspace=r["workspace"],
-        slot=r["slot"],
-        predicate=r["predicate"],
-        subject_id=r["subject_id"],
-        subject_name=r["subject_name"],
-        host_entity_id=r["visible_host_entity_id"],
-        current_host_value=r["visible_host_value"],
-        proposed_value=r["proposed_value"],
-        evidence=list(r["evidence"]),
-        confidence=float(r["confidence"]),
-        origin=r["origin"],
-        status=r["status"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        decided_at=r["decided_at"],
-        delivered_at=r["delivered_at"],
-    )
+    """A proposal row (``_columns``) as the contract: the host's value and user id only as the viewer may see them."""
+    row = dict(r) | {"host_entity_id": r["visible_host_entity_id"], "current_host_value": r["visible_host_value"]}
+    return Proposal.model_validate({k: row[k] for k in Proposal.model_fields})
 
 
 def _deliver_soon(rt: Runtime) -> None:
@@ -97,14 +73,14 @@ def _deliver_soon(rt: Runtime) -> None:
 async def list_proposals(
     request: Request,
     viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+    workspace: WorkspaceQuery = "default",
     status_: Annotated[ProposalStatus | None, Query(alias="status")] = None,
     slot: Annotated[SafeStr | None, Query(max_length=64)] = None,
     subject: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> ProposalList:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     if not principals:
         return ProposalList(proposals=[])
@@ -125,7 +101,7 @@ async def list_proposals(
 async def _decide(
     request: Request, viewer: Viewer, pid: uuid.UUID, decision: Literal["applied", "rejected"]
 ) -> Proposal:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     principals = sorted(rt.hierarchy.expand(viewer.principals))
     async with rt.pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
@@ -163,7 +139,7 @@ async def rejected(proposal_id: uuid.UUID, request: Request, viewer: AdminDep) -
 
 @router.post("/v1/promotions", status_code=status.HTTP_201_CREATED, response_model=Proposal)
 async def promote(body: PromotionRequest, request: Request, viewer: ViewerDep) -> Proposal:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     bound = _registry(rt).platform_bound()
     spec = bound.get(body.slot)
     if spec is None:

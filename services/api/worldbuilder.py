@@ -4,10 +4,12 @@ identity bridge ``GET /v1/graph/persons/by-platform-user/{platform_user_id}``.""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Request, status
 
+from retriever.graph import cards
+from retriever.graph import worldbuilder as wb
+from retriever.graph.profile_synthesis import ProfileSynthesizer
 from retriever.wiring import get_service
 from retriever.worldbuilder_kb import worldbuilder_kb as run_kb
 from schemas.graph import EntityBrief, PersonCard
@@ -18,28 +20,13 @@ from schemas.worldbuilder import (
     WorldbuilderLookupRequest,
     WorldbuilderLookupResponse,
 )
-from services.api.auth import require_viewer
+from services.api.deps import ViewerDep, WorkspaceQuery, principals_of, runtime_of
 from services.errors import NotFoundError
-from services.graph import cards
-from services.graph import worldbuilder as wb
-from services.graph.profile_synthesis import ProfileSynthesizer
 from services.people import visible_person_by_alias
 from services.runtime import Runtime
-from services.viewer import Principals, Viewer
+from services.viewer import Viewer
 
-T = TypeVar("T")
 router = APIRouter(tags=["worldbuilder"])
-ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-
-
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
-
-
-def _principals(request: Request, viewer: Viewer) -> Principals:
-    return viewer.expand(_runtime(request).hierarchy)
 
 
 def _synthesizer(rt: Runtime) -> ProfileSynthesizer | None:
@@ -106,11 +93,11 @@ async def person_by_platform_user(
     platform_user_id: uuid.UUID,
     request: Request,
     viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+    workspace: WorkspaceQuery = "default",
 ) -> PersonCard:
     """The person whose ``platform_user`` identity alias is this host User UUID (404 when none is visible)."""
-    rt = _runtime(request)
-    principals = _principals(request, viewer)
+    rt = runtime_of(request)
+    principals = principals_of(request, viewer)
     async with rt.pool.acquire() as conn:
         pid = await visible_person_by_alias(conn, workspace, principals, "platform_user", str(platform_user_id))
         card = (

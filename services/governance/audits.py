@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,91 +13,91 @@ import asyncpg
 MAX_PAGE = 500
 
 
+@dataclass(frozen=True)
+class Window:
+    """The part every audit read shares: a time range, a keyset cursor (rows older than ``before_id``) and
+    a page size."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    before_id: int | None = None
+    limit: int = 100
+
+
 def next_cursor(rows: list[dict[str, Any]], limit: int) -> str | None:
     return str(rows[-1]["id"]) if len(rows) == limit and rows else None
 
 
+async def _page(
+    conn: asyncpg.Connection, select: str, filters: list[tuple[str, Any]], window: Window
+) -> list[asyncpg.Record]:
+    """``select`` narrowed by each optional filter (a condition on ``{p}``, skipped when its value is
+    ``None``) and by the window, newest first. Every condition is a bound parameter: one statement shape."""
+    shared = [
+        ("({p}::timestamptz IS NULL OR at >= {p})", window.since),
+        ("({p}::timestamptz IS NULL OR at < {p})", window.until),
+        ("({p}::bigint IS NULL OR id < {p})", window.before_id),
+    ]
+    conds = filters + shared
+    where = " AND ".join(sql.format(p=f"${i}") for i, (sql, _) in enumerate(conds, start=1))
+    sql = f"{select} WHERE {where} ORDER BY id DESC LIMIT ${len(conds) + 1}"
+    return list(await conn.fetch(sql, *(value for _, value in conds), window.limit))
+
+
 async def retrievals(
     conn: asyncpg.Connection,
+    window: Window,
     *,
-    viewer: str | None,
-    document: uuid.UUID | None,
-    workspace: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    before_id: int | None,
-    limit: int,
+    viewer: str | None = None,
+    document: uuid.UUID | None = None,
+    workspace: str | None = None,
 ) -> list[dict[str, Any]]:
-    rows = await conn.fetch(
+    """Who retrieved what; ``document`` answers "who saw document D, and when"."""
+    select = (
         "SELECT id, at, workspace, viewer, tool, query_hash, returned_ids, returned_documents, latency_ms"
-        " FROM retrieval_audit WHERE ($1::text IS NULL OR viewer = $1)"
-        " AND ($2::uuid IS NULL OR returned_documents @> ARRAY[$2::uuid])"
-        " AND ($3::text IS NULL OR workspace = $3) AND ($4::timestamptz IS NULL OR at >= $4)"
-        " AND ($5::timestamptz IS NULL OR at < $5) AND ($6::bigint IS NULL OR id < $6)"
-        " ORDER BY id DESC LIMIT $7",
-        viewer,
-        document,
-        workspace,
-        since,
-        until,
-        before_id,
-        limit,
+        " FROM retrieval_audit"
     )
-    return [dict(r) for r in rows]
+    filters = [
+        ("({p}::text IS NULL OR viewer = {p})", viewer),
+        ("({p}::uuid IS NULL OR returned_documents @> ARRAY[{p}::uuid])", document),
+        ("({p}::text IS NULL OR workspace = {p})", workspace),
+    ]
+    return [dict(r) for r in await _page(conn, select, filters, window)]
 
 
 async def ingress(
     conn: asyncpg.Connection,
+    window: Window,
     *,
-    workspace: str | None,
-    source_system: str | None,
-    external_id: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    before_id: int | None,
-    limit: int,
+    workspace: str | None = None,
+    source_system: str | None = None,
+    external_id: str | None = None,
 ) -> list[dict[str, Any]]:
-    rows = await conn.fetch(
+    select = (
         'SELECT id, at, caller, envelope_id, workspace, source_system, external_id, op, topic, partition, "offset"'
-        " FROM ingress_audit WHERE ($1::text IS NULL OR workspace = $1) AND ($2::text IS NULL OR source_system = $2)"
-        " AND ($3::text IS NULL OR external_id = $3) AND ($4::timestamptz IS NULL OR at >= $4)"
-        " AND ($5::timestamptz IS NULL OR at < $5) AND ($6::bigint IS NULL OR id < $6)"
-        " ORDER BY id DESC LIMIT $7",
-        workspace,
-        source_system,
-        external_id,
-        since,
-        until,
-        before_id,
-        limit,
+        " FROM ingress_audit"
     )
-    return [dict(r) for r in rows]
+    filters = [
+        ("({p}::text IS NULL OR workspace = {p})", workspace),
+        ("({p}::text IS NULL OR source_system = {p})", source_system),
+        ("({p}::text IS NULL OR external_id = {p})", external_id),
+    ]
+    return [dict(r) for r in await _page(conn, select, filters, window)]
 
 
 async def purges(
-    conn: asyncpg.Connection,
-    *,
-    workspace: str | None,
-    document: uuid.UUID | None,
-    since: datetime | None,
-    until: datetime | None,
-    before_id: int | None,
-    limit: int,
+    conn: asyncpg.Connection, window: Window, *, workspace: str | None = None, document: uuid.UUID | None = None
 ) -> list[dict[str, Any]]:
-    rows = await conn.fetch(
+    """Every purge batch: who ran it, under which policy, what it removed."""
+    select = (
         "SELECT id, run_id, at, actor, workspace, policy::text AS policy, reason, documents, chunks, versions,"
         " evidence_links, facts_retracted, blobs, document_ids FROM retention_audit"
-        " WHERE ($1::text IS NULL OR workspace = $1) AND ($2::uuid IS NULL OR document_ids @> ARRAY[$2::uuid])"
-        " AND ($3::timestamptz IS NULL OR at >= $3) AND ($4::timestamptz IS NULL OR at < $4)"
-        " AND ($5::bigint IS NULL OR id < $5) ORDER BY id DESC LIMIT $6",
-        workspace,
-        document,
-        since,
-        until,
-        before_id,
-        limit,
     )
-    return [dict(r) | {"policy": json.loads(r["policy"])} for r in rows]
+    filters = [
+        ("({p}::text IS NULL OR workspace = {p})", workspace),
+        ("({p}::uuid IS NULL OR document_ids @> ARRAY[{p}::uuid])", document),
+    ]
+    return [dict(r) | {"policy": json.loads(r["policy"])} for r in await _page(conn, select, filters, window)]
 
 
 async def record_ingress(conn: asyncpg.Connection, rows: list[tuple[Any, ...]]) -> None:

@@ -26,6 +26,7 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import asyncpg
@@ -248,15 +249,16 @@ def payload(row: asyncpg.Record) -> dict[str, Any]:
     }
 
 
+@dataclass
 class Webhook:
-    def __init__(
-        self, url: str, *, secret: str | None, attempts: int = 3, backoff_s: float = BACKOFF_S, timeout: float = 5.0
-    ) -> None:
-        self.url = url
-        self.secret = secret
-        self.attempts = attempts
-        self.backoff_s = backoff_s
-        self.timeout = timeout
+    """Where open proposals are delivered (``TAXONOMY_PROPOSAL_WEBHOOK_URL``), signed with ``secret``."""
+
+    url: str
+    _: KW_ONLY
+    secret: str | None
+    attempts: int = 3
+    backoff_s: float = BACKOFF_S
+    timeout: float = 5.0
 
     async def deliver_pending(self, pool: asyncpg.Pool, limit: int = 100) -> int:
         """Deliver open, undelivered proposals; returns how many were delivered."""

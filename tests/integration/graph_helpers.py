@@ -1,4 +1,4 @@
-"""Graph read helpers for integration tests (real Postgres through ``services.graph.reads``)."""
+"""Graph read helpers for integration tests (real Postgres through ``retriever.graph.reads``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from retriever.graph import reads
 from schemas.graph import Fact, Path
-from services.graph import reads
 from services.settings import Settings
 from services.viewer import Principals
 from tests.integration.helpers import connect

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
@@ -135,4 +136,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "DB_", "TOPIC_", "GROUP_"))}
-    return env | settings.to_env()
+    # this checkout's code and its SDK (the server's contracts are the SDK's), as pytest's own pythonpath
+    root = Path(__file__).resolve().parents[2]
+    path = [str(root), str(root / "retriever" / "sdk"), *filter(None, [env.get("PYTHONPATH")])]
+    return env | {"PYTHONPATH": os.pathsep.join(path)} | settings.to_env()

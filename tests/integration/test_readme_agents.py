@@ -359,7 +359,11 @@ async def test_mcp_http_and_stdio_snippets(org: Org, tmp_path: Path) -> None:
 
     # mcp-stdio: the command, args and env as written (database/Kafka settings: this test's isolated ones)
     stdio = json.loads(org.fill(snippet("mcp-stdio")[1], user=MATE))["mcpServers"]["orgmem"]
-    env = stdio["env"] | org.settings.to_env() | {"PYTHONPATH": str(REPO), "ORG_HIERARCHY_PATH": str(org.hierarchy)}
+    env = (
+        stdio["env"]
+        | org.settings.to_env()
+        | {"PYTHONPATH": f"{REPO}:{SDK_DIR}", "ORG_HIERARCHY_PATH": str(org.hierarchy)}
+    )
     env.pop("SERVICE_API_KEY", None)
     params = StdioServerParameters(
         command=stdio["command"].replace("/path/to/.venv/bin/orgmem", str(BIN / "orgmem")),

@@ -2,10 +2,11 @@
 
 Floors, from the ground up (a module may import its own floor and the floors below, never above):
 
-1. ``schemas`` — data contracts only; imports nothing else of ours.
+1. ``schemas`` — data contracts only; imports nothing else of ours but the agent SDK's wire contracts
+   (``orgmem_sdk``: a distribution of its own below every floor, which imports nothing of the server).
 2. the runtime — every module under ``services/`` that is neither a stage nor the top floor: settings,
    errors, ids, names, viewer, hierarchy, ports, runtime, stagekit, kafka, db, objectstore, producer,
-   taxonomy, graph reads, metrics, health …
+   taxonomy, metrics, health … (the graph's reads are the retriever's: ``retriever/graph/``)
 3. the stages — ``ingest``, ``embedder``, ``extractor``, ``retriever`` and the two stages that live in
    ``services/``: ``services/conflicts`` and ``services/collaboration``. A stage imports ``schemas``, the
    runtime and itself; never another stage (stages share code only through the runtime: the query
@@ -142,7 +143,7 @@ def test_no_string_imports_of_our_modules() -> None:
         ("retriever.service", "services.api.auth", "floor 3 (retriever) imports floor 4 (top)"),
         ("embedder.handler", "ingest.handler", "stage embedder imports stage ingest"),
         ("extractor.assemble", "services.conflicts.resolution", "stage extractor imports stage services.conflicts"),
-        ("services.graph.cards", "services.collaboration.weights", "floor 2 (runtime) imports floor 3"),
+        ("services.people", "services.collaboration.weights", "floor 2 (runtime) imports floor 3"),
         ("schemas.tools", "services.viewer", "floor 1 (schemas) imports floor 2 (runtime)"),
         ("services.stagekit", "services.stages", "floor 2 (runtime) imports floor 4 (top)"),
     ],

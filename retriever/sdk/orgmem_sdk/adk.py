@@ -39,7 +39,7 @@ import httpx
 
 from orgmem_sdk.client import OrgMemoryClient
 from orgmem_sdk.errors import ConfigurationError
-from orgmem_sdk.models import PRINCIPAL_RE
+from orgmem_sdk.validation import PRINCIPAL_RE
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event

@@ -1,6 +1,6 @@
-"""The SDK's memory wire contracts: copies of the server's ``schemas.memory`` models (remember, forget, the memory
-verbs), kept equal to the server's by ``tests/unit/retriever/test_sdk_package.py``; regenerate by copying when a
-contract changes. The tool contracts are :mod:`orgmem_sdk.models`."""
+"""The memory wire contracts — remember, forget and the memory verbs (list, get, update, whoami) — in one
+place: the server's ``schemas.memory`` re-exports these classes, so the SDK and the server validate with
+the very same models. The tool contracts are :mod:`orgmem_sdk.models`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from orgmem_sdk.models import Workspace
 
 MAX_MEMORY_CHARS = 20_000
-
 MemoryKind = Literal["note", "decision", "preference", "fact", "procedure"]
-
-
 Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
 
 

@@ -1,106 +1,34 @@
-"""The SDK's wire contracts: copies of the server's ``schemas.tools`` and ``schemas.memory`` models the
-agent-side code sends and receives, so ``orgmem_sdk`` ships without the server.
+"""The wire contracts of the agent tools — ``retrieve_context``, ``search_knowledge_base``, ``preload`` and the
+Kafka RPC envelopes — in one place: the server's ``schemas.tools`` and ``schemas.preload`` re-export these
+classes, so the SDK and the server validate with the very same models (and the SDK imports nothing of the
+server). The memory verbs' contracts are :mod:`orgmem_sdk.memory_models`.
 
-Kept equal to the server's by ``tests/unit/retriever/test_sdk_package.py`` (same JSON Schemas, same
-validation on the same inputs); regenerate by copying when a contract changes.
+Limits are clamped, not rejected (``limit`` to 1..50, ``max_tokens`` to 1..100,000); malformed values
+(an unknown ``mode``/``as_of_grain``, a query over 2,000 characters) fail validation naming the field.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
-from pydantic_core import PydanticCustomError
 
-UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
-
-
-MIN_QUERY_TIME = datetime(1000, 1, 1, tzinfo=UTC)
-
-
-MAX_QUERY_TIME = datetime(9000, 12, 31, 23, 59, 59, tzinfo=UTC)
-
-
-PRINCIPAL_RE = re.compile(r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-
-
-Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_RE.pattern)]
-
-
-def storable(value: str, path: str = "") -> str:
-    """The string unchanged, or a ``unstorable_string`` error: Postgres text holds no NUL and UTF-8 no
-    lone surrogate."""
-    m = UNSTORABLE_RE.search(value)
-    if m is not None:
-        what = "a NUL character" if m.group() == "\x00" else "a lone surrogate"
-        raise PydanticCustomError(
-            "unstorable_string",
-            "{where}contains {what} at position {pos} (cannot be stored)",
-            {"where": f"{path}: " if path else "", "what": what, "pos": m.start(), "path": path},
-        )
-    return value
-
-
-def storable_value(value: str) -> str:
-    return storable(value)
-
-
-def utc_in_range(value: datetime, lo: datetime = MIN_QUERY_TIME, hi: datetime = MAX_QUERY_TIME) -> datetime:
-    """Aware (naive = UTC) and, once moved to UTC, within [lo, hi]; an offset that overflows the
-    datetime range is an error, not an exception."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        value = value.replace(tzinfo=UTC)
-    try:
-        utc = value.astimezone(UTC)
-    except (OverflowError, ValueError):
-        raise ValueError("out of the supported date range") from None
-    if not lo <= utc <= hi:
-        raise ValueError(f"must be between {lo.isoformat()} and {hi.isoformat()}")
-    return utc
-
-
-BoundedDatetime = Annotated[datetime, AfterValidator(utc_in_range)]
-
+from orgmem_sdk.validation import BoundedDatetime, Principal, storable_value
 
 MAX_QUERY_CHARS = 2_000
-
-
 MAX_LIMIT = 50
-
-
 DEFAULT_LIMIT = 10
-
-
 MAX_TOKENS = 100_000
 
-
 Mode = Literal["vector_first", "graph_first", "joint", "fabric"]
-
-
 Grain = Literal["day", "month", "quarter", "year", "unknown"]
-
-
 Arms = Literal["full", "hybrid", "lexical", "dense"]
-
-
-Tool = Literal["retrieve_context", "search_knowledge_base", "remember", "forget"]
-
-
 _STORABLE = AfterValidator(storable_value)  # no NUL, no lone surrogate: what Postgres and UTF-8 can carry
-
-
 Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS), _STORABLE]
-
-
 Workspace = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
-
-
 ShortName = Annotated[str, StringConstraints(min_length=1, max_length=128), _STORABLE]
-
-
 About = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE]
 
 
@@ -123,17 +51,29 @@ class _Req(BaseModel):
 class Subject(_Req):
     """An explicit graph seed, e.g. ``{"type": "person", "id": "<uuid>"}``."""
 
-    type: ShortName
-    id: uuid.UUID
+    type: ShortName = Field(description='the entity type, e.g. "person", "team", "project"')
+    id: uuid.UUID = Field(description="the entity id, as returned in an earlier answer (subjects, facts, paths)")
 
 
 class PassageFilters(_Req):
-    source_systems: list[ShortName] = Field(default_factory=list, max_length=32)
-    kinds: list[ShortName] = Field(default_factory=list, max_length=16)
-    date_from: BoundedDatetime | None = Field(default=None, description="inclusive lower bound on event_time")
-    date_to: BoundedDatetime | None = Field(default=None, description="exclusive upper bound on event_time")
+    source_systems: list[ShortName] = Field(
+        default_factory=list,
+        max_length=32,
+        description='only passages from these source systems, e.g. ["slack", "jira"]; empty: all',
+    )
+    kinds: list[ShortName] = Field(
+        default_factory=list,
+        max_length=16,
+        description='only these kinds of document, e.g. ["message", "ticket", "page"]; empty: all',
+    )
+    date_from: BoundedDatetime | None = Field(
+        default=None, description="only passages written at or after this time (ISO 8601)"
+    )
+    date_to: BoundedDatetime | None = Field(
+        default=None, description="only passages written before this time (ISO 8601)"
+    )
     author: Annotated[str, StringConstraints(min_length=1, max_length=320), _STORABLE] | None = Field(
-        default=None, description="author person id (uuid) or email"
+        default=None, description="only passages written by this person: their id (uuid) or email"
     )
 
     @field_validator("date_from", "date_to")
@@ -143,12 +83,16 @@ class PassageFilters(_Req):
 
 
 class SearchKnowledgeBaseRequest(_Req):
-    query: Query
-    workspace: Workspace = "default"
-    limit: int = Field(default=DEFAULT_LIMIT, description="clamped to 1..50")
-    filters: PassageFilters = Field(default_factory=PassageFilters)
-    as_of: BoundedDatetime | None = Field(default=None, description="upper bound on passage event_time")
-    arms: Arms = Field(default="full", description="evaluation override: which arms to fuse")
+    query: Query = Field(description="what you are looking for, in natural language (up to 2,000 characters)")
+    workspace: Workspace = Field(default="default", description="operators only: the workspace to read")
+    limit: int = Field(default=DEFAULT_LIMIT, description="how many passages to return at most (1 to 50)")
+    filters: PassageFilters = Field(
+        default_factory=PassageFilters, description="narrow the search by source, kind, date range or author"
+    )
+    as_of: BoundedDatetime | None = Field(
+        default=None, description="only passages written up to this time (ISO 8601): the state as of then"
+    )
+    arms: Arms = Field(default="full", description="operators only: which retrieval arms to fuse (evaluation)")
 
     @field_validator("limit", mode="before")
     @classmethod
@@ -162,15 +106,27 @@ class SearchKnowledgeBaseRequest(_Req):
 
 
 class RetrieveContextRequest(SearchKnowledgeBaseRequest):
-    mode: Mode = "vector_first"
-    subjects: list[Subject] = Field(default_factory=list, max_length=20)
-    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE] | None = (
-        None
+    mode: Mode = Field(
+        default="vector_first",
+        description="vector_first (default): search passages, then add graph facts; graph_first: start from "
+        "the entities in subjects/about and their relationships; joint: both equally",
     )
-    believed_as_of: BoundedDatetime | None = None
-    as_of_grain: Grain | None = Field(default=None, description="host value wins over the planner's grain")
-    max_tokens: int | None = Field(default=None, description="packing budget, clamped to 1..100000")
-    synthesize: bool = False
+    subjects: list[Subject] = Field(
+        default_factory=list, max_length=20, description="entities to anchor on, by type and id (up to 20)"
+    )
+    about: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), _STORABLE] | None = (
+        Field(default=None, description="the name of a person, team or project the question is about")
+    )
+    believed_as_of: BoundedDatetime | None = Field(
+        default=None, description="answer with what was recorded as known at this time (ISO 8601)"
+    )
+    as_of_grain: Grain | None = Field(
+        default=None, description="how precise as_of is: day, month, quarter or year (default: read from the query)"
+    )
+    max_tokens: int | None = Field(
+        default=None, description="the most tokens the answer may take (1 to 100,000); default: no limit"
+    )
+    synthesize: bool = Field(default=False, description="true: also return a short written answer with citations")
 
     @field_validator("max_tokens", mode="before")
     @classmethod
@@ -249,9 +205,7 @@ class RpcRequest(_Req):
     """Body of a record on ``<ns>.rpc.retrieve.v1``; headers carry ``reply_to``, ``correlation_id``
     and ``deadline`` (epoch milliseconds)."""
 
-    tool: Annotated[str, StringConstraints(min_length=1, max_length=128)] = Field(
-        default="retrieve_context", description="a tool of the tool catalogue, by name"
-    )
+    tool: ShortName = Field(default="retrieve_context", description="a tool of the tool catalogue, by name")
     viewer: RpcViewer = Field(default_factory=RpcViewer)
     request: dict[str, Any]
 
@@ -272,7 +226,7 @@ class RpcReply(BaseModel):
     error: RpcError | None = None
 
 
-# ---- preload (server: schemas/preload.py) ----------------------------------------------------------------
+# ---- preload: the block an agent framework injects before a turn ----------------------------------------
 MAX_PRELOAD_TOP_K = 20
 DEFAULT_PRELOAD_TOKENS = 800
 

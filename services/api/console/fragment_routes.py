@@ -12,8 +12,9 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.console import jobs, ops, whynot
-from services.api.console.params import WORKSPACE, Admin, Mode, _as_of, _as_viewer, _replay_start, _rt, _unprocessable
+from services.api.console.params import WORKSPACE, Mode, _as_of, _as_viewer, _replay_start, _unprocessable
 from services.api.console.render import HTML, _fragment, graph_layout, timeline
+from services.api.deps import AdminDep, runtime_of
 from services.governance import access, audits, holds, retention_policies
 from services.stages import replayable_stages
 
@@ -21,7 +22,7 @@ fragments = APIRouter(prefix="/v1/admin/console", tags=["console"])
 
 
 @fragments.get("/pipeline", **HTML)
-async def pipeline_fragment(request: Request, _: Admin) -> HTMLResponse:
+async def pipeline_fragment(request: Request, _: AdminDep) -> HTMLResponse:
     data = await ops.pipeline_status(request.app)
     lines = {s["stage"]: ops.sparkline(data["history"], s["stage"]) for s in data["stages"]}
     return _fragment("pipeline.html", d=data, lines=lines)
@@ -30,12 +31,12 @@ async def pipeline_fragment(request: Request, _: Admin) -> HTMLResponse:
 @fragments.get("/dead-letters", **HTML)
 async def dead_letters_fragment(
     request: Request,
-    _: Admin,
+    _: AdminDep,
     stage: Annotated[str, Query(pattern=r"^[a-z_]{1,40}$")] = "ingest",
     error_class: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
     page = await ops.dead_letter_page(
-        _rt(request).settings,
+        runtime_of(request).settings,
         ops.known_stage(stage),
         error_class=error_class or None,
         limit=100,
@@ -53,10 +54,10 @@ class RedriveForm(BaseModel):
 
 
 @fragments.post("/redrive", **HTML)
-async def redrive_fragment(request: Request, _: Admin, body: RedriveForm) -> HTMLResponse:
+async def redrive_fragment(request: Request, _: AdminDep, body: RedriveForm) -> HTMLResponse:
     job = await jobs.redrive_job(
         request.app,
-        _rt(request).settings,
+        runtime_of(request).settings,
         ops.known_stage(body.stage),
         error_class=body.error_class or None,
         position=body.position or None,
@@ -72,28 +73,30 @@ class ReplayForm(BaseModel):
 
 
 @fragments.post("/replay", **HTML)
-async def replay_fragment(request: Request, _: Admin, body: ReplayForm) -> HTMLResponse:
+async def replay_fragment(request: Request, _: AdminDep, body: ReplayForm) -> HTMLResponse:
     if body.stage not in replayable_stages():
         raise _unprocessable("stage", f"cannot replay {body.stage!r}")
-    job = await jobs.replay_job(request.app, _rt(request).settings, body.stage, _replay_start(body.start or "earliest"))
+    job = await jobs.replay_job(
+        request.app, runtime_of(request).settings, body.stage, _replay_start(body.start or "earliest")
+    )
     return _fragment("job.html", job=job.as_dict())
 
 
 @fragments.post("/rebuild", **HTML)
-async def rebuild_fragment(request: Request, _: Admin) -> HTMLResponse:
-    job = await jobs.rebuild_job(request.app, _rt(request).settings)
+async def rebuild_fragment(request: Request, _: AdminDep) -> HTMLResponse:
+    job = await jobs.rebuild_job(request.app, runtime_of(request).settings)
     return _fragment("job.html", job=job.as_dict())
 
 
 @fragments.get("/jobs/{job_id}", **HTML)
-async def job_fragment(request: Request, _: Admin, job_id: uuid.UUID) -> HTMLResponse:
+async def job_fragment(request: Request, _: AdminDep, job_id: uuid.UUID) -> HTMLResponse:
     return _fragment("job.html", job=jobs.get_job(request.app, job_id).as_dict())
 
 
 @fragments.get("/jobs", **HTML)
-async def jobs_fragment(request: Request, _: Admin) -> HTMLResponse:
+async def jobs_fragment(request: Request, _: AdminDep) -> HTMLResponse:
     listed = sorted(ops.state_of(request.app).jobs.values(), key=lambda j: j.started_at, reverse=True)
-    generation = await jobs.active_generation(_rt(request).settings)
+    generation = await jobs.active_generation(runtime_of(request).settings)
     return _fragment("jobs.html", jobs=[j.as_dict() for j in listed], generation=generation)
 
 
@@ -111,7 +114,7 @@ class PlaygroundForm(BaseModel):
 
 
 @fragments.post("/playground", **HTML)
-async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) -> HTMLResponse:
+async def playground_fragment(request: Request, _: AdminDep, body: PlaygroundForm) -> HTMLResponse:
     """``retrieve_context`` as the viewer given in the form, rendered with its diagnostics."""
     from retriever.rpc import error_status
     from retriever.wiring import get_service
@@ -127,7 +130,7 @@ async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) 
         **({"about": body.about.strip()} if body.about and body.about.strip() else {}),
     )
     try:
-        resp = await get_service(_rt(request)).retrieve_context(req, viewer)
+        resp = await get_service(runtime_of(request)).retrieve_context(req, viewer)
     except OrgMemoryError as exc:
         code, detail = error_status(exc)
         raise HTTPException(code, detail=detail) from exc
@@ -156,11 +159,11 @@ async def playground_fragment(request: Request, _: Admin, body: PlaygroundForm) 
 
 
 @fragments.post("/why-not", **HTML)
-async def why_not_fragment(request: Request, _: Admin, body: PlaygroundForm) -> HTMLResponse:
+async def why_not_fragment(request: Request, _: AdminDep, body: PlaygroundForm) -> HTMLResponse:
     if not body.external_id:
         raise _unprocessable("external_id", "give the external id of the document")
     result = await whynot.why_not(
-        _rt(request),
+        runtime_of(request),
         await _as_viewer(request, body.viewer, body.groups),
         external_id=body.external_id,
         source_system=None,
@@ -175,9 +178,9 @@ async def why_not_fragment(request: Request, _: Admin, body: PlaygroundForm) -> 
 
 @fragments.get("/governance", **HTML)
 async def governance_fragment(
-    request: Request, _: Admin, workspace: Annotated[str | None, Query(pattern=WORKSPACE)] = None
+    request: Request, _: AdminDep, workspace: Annotated[str | None, Query(pattern=WORKSPACE)] = None
 ) -> HTMLResponse:
-    async with _rt(request).pool.acquire() as conn:
+    async with runtime_of(request).pool.acquire() as conn:
         policies = await retention_policies.policies(conn, workspace or None)
         held = await holds.list_holds(conn, workspace=workspace or None, include_released=True)
     return _fragment("governance.html", policies=policies, holds=held)
@@ -186,13 +189,13 @@ async def governance_fragment(
 @fragments.get("/who-saw", **HTML)
 async def who_saw_fragment(
     request: Request,
-    _: Admin,
+    _: AdminDep,
     external_id: Annotated[str, Query(min_length=1, max_length=1000)],
     workspace: Annotated[str, Query(pattern=WORKSPACE)] = "default",
 ) -> HTMLResponse:
     """ "Who saw D" (retrieval audits naming the document) and its permission history, by external id."""
     at = datetime.now(UTC)
-    async with _rt(request).pool.acquire() as conn:
+    async with runtime_of(request).pool.acquire() as conn:
         docs = await conn.fetch(
             "SELECT id, source_system, title FROM documents WHERE workspace = $1 AND external_id = $2 LIMIT 5",
             workspace,
@@ -204,16 +207,7 @@ async def who_saw_fragment(
                 {
                     "doc": dict(d),
                     "access": await access.document_access(conn, d["id"], at),
-                    "audits": await audits.retrievals(
-                        conn,
-                        viewer=None,
-                        document=d["id"],
-                        workspace=workspace,
-                        since=None,
-                        until=None,
-                        before_id=None,
-                        limit=100,
-                    ),
+                    "audits": await audits.retrievals(conn, audits.Window(), document=d["id"], workspace=workspace),
                 }
             )
     return _fragment("who_saw.html", found=found, external_id=external_id)
@@ -222,7 +216,7 @@ async def who_saw_fragment(
 @fragments.get("/graph", **HTML)
 async def graph_fragment(
     request: Request,
-    _: Admin,
+    _: AdminDep,
     entity: uuid.UUID,
     kind: Literal["person", "entity"] = "person",
     viewer: Annotated[str | None, Query(max_length=200)] = None,
@@ -230,9 +224,9 @@ async def graph_fragment(
     workspace: Annotated[str, Query(pattern=WORKSPACE)] = "default",
 ) -> HTMLResponse:
     """A person or entity card as the viewer sees it, its facts on a valid_from/valid_to timeline."""
-    from services.graph import cards
+    from retriever.graph import cards
 
-    rt = _rt(request)
+    rt = runtime_of(request)
     principals = (await _as_viewer(request, viewer, groups)).expand(rt.hierarchy)
     load = cards.person_card if kind == "person" else cards.entity_card
     key = "person_id" if kind == "person" else "entity_id"

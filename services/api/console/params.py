@@ -1,25 +1,18 @@
-"""Request helpers shared by the console's admin and fragment routes: the admin dependency, the runtime, and
-the checks of the principal, viewer, time and replay-start parameters (422 naming the field at fault)."""
+"""Request checks shared by the console's admin and fragment routes: the principal, viewer, time and
+replay-start parameters (422 naming the field at fault). The admin dependency and the runtime are
+``services.api.deps``'."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import HTTPException, Request, status
 
-from schemas.envelope import PRINCIPAL_RE
-from services.api.auth import directory_groups, require_admin
+from services.api.auth import checked_principal, directory_groups
 from services.viewer import Viewer
 
-Admin = Annotated[Viewer, Depends(require_admin)]
-
-
 WORKSPACE = r"^[A-Za-z0-9_.:\-]{1,128}$"
-
-
-def _rt(request: Request) -> Any:
-    return request.app.state.runtime
 
 
 def _unprocessable(field: str, msg: str) -> HTTPException:
@@ -36,12 +29,10 @@ def _replay_start(value: str) -> datetime | None:
 
 
 def _principal(value: str | None, field: str, kind: str) -> str | None:
+    """An optional principal parameter: blank is ``None``, anything else must be ``<kind>:<uuid>``."""
     if value is None or not value.strip():
         return None
-    v = value.strip().lower()
-    if not PRINCIPAL_RE.match(v) or not v.startswith(kind + ":"):
-        raise _unprocessable(field, f"expected {kind}:<uuid>, got {value[:80]!r}")
-    return v
+    return checked_principal(value, field, kind)
 
 
 async def _as_viewer(request: Request, viewer: str | None, groups: str | None) -> Viewer:

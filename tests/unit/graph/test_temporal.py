@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from retriever.graph.reads import diff_snapshots
+from retriever.graph.temporal import Params, grain_window, temporal_sql
 from schemas.graph import EntityBrief, Fact, QueryFactsRequest
-from services.graph.reads import diff_snapshots
-from services.graph.temporal import Params, grain_window, temporal_sql
 
 AT = datetime(2024, 5, 17, 13, 0, tzinfo=UTC)
 

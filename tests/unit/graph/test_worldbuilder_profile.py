@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
+from retriever.graph.profile_synthesis import ProfileSynthesizer
+from retriever.graph.worldbuilder import summarize
 from schemas.graph import EntityBrief
 from schemas.worldbuilder import Profile, ProfileField
-from services.graph.profile_synthesis import ProfileSynthesizer
-from services.graph.worldbuilder import summarize
 
 D1, D2 = uuid.uuid4(), uuid.uuid4()
 T1, T2 = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 6, 1, tzinfo=UTC)

@@ -3,20 +3,32 @@ graph-unavailable fallback."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from retriever.fabric import Candidate, FabricConfig, entity_hints, join, similarity
+from schemas.graph import EntityBrief, Fact
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 
 
-def fact(subject: str, predicate: str, obj: str) -> dict[str, Any]:
-    return {"subject": {"name": subject}, "predicate": predicate, "object": {"name": obj}}
+def fact(subject: str, predicate: str, obj: str) -> Fact:
+    def end(name: str) -> EntityBrief:
+        return EntityBrief(type="entity", id=uuid.uuid5(uuid.NAMESPACE_URL, name), name=name)
+
+    return Fact(
+        id=uuid.uuid4(),
+        subject=end(subject),
+        predicate=predicate,
+        object=end(obj),
+        valid_from=NOW,
+        recorded_at=NOW,
+        confidence=1.0,
+    )
 
 
 def test_entity_hints() -> None:
@@ -45,7 +57,8 @@ def test_a_passage_naming_a_graph_entity_is_boosted_and_carries_its_relations() 
 
 
 def test_a_fact_restated_by_a_passage_is_merged_and_the_passage_cross_validated() -> None:
-    passages = [Candidate("p1", "Dana works_at Initech", 0.5, NOW), Candidate("p2", "unrelated text", 1.0, NOW)]
+    restated = "Dana works_at Initech since 2025-06-01T00:00:00Z"  # a real fact always has its valid_from
+    passages = [Candidate("p1", restated, 0.5, NOW), Candidate("p2", "unrelated text", 1.0, NOW)]
     out = join(passages, [fact("Dana", "works_at", "Initech")], now=NOW)
     assert out.cross_validated == {"p1"} and out.facts == [] and out.diagnostics["facts_merged"] == 1
     strict = join(passages, [fact("Dana", "works_at", "Initech")], now=NOW, config=FabricConfig(dedup_threshold=1.01))

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from retriever.relational_query import (
+from retriever.graph.relational_query import (
     PREDICATES,
     SYMMETRIC_PREDICATES,
     RelationalQuery,

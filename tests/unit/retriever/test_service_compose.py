@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -17,6 +18,7 @@ from retriever.compose import (
     resolve_time,
 )
 from retriever.hits import DENSE_ONLY, LEXICAL_ONLY
+from schemas.graph import EntityBrief, Fact
 from schemas.tools import PassageFilters, RetrieveContextRequest
 
 NOW = datetime(2025, 6, 15, 12, tzinfo=UTC)
@@ -107,14 +109,26 @@ def test_pack_context_respects_budget() -> None:
 
 
 def test_fact_text() -> None:
-    fact = {
-        "subject": {"name": "Priya"},
-        "predicate": "reports_to",
-        "object": {"name": "Dana"},
-        "valid_from": "2024-01-01",
-    }
-    assert fact_text(fact) == "Priya reports_to Dana [2024-01-01..…]"
-    assert fact_text({"subject": "Acme", "predicate": "headcount", "value": 120}) == "Acme headcount 120"
+    def end(name: str) -> EntityBrief:
+        return EntityBrief(type="person", id=uuid.UUID(int=len(name)), name=name)
+
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    reports = Fact(
+        id=uuid.uuid4(),
+        subject=end("Priya"),
+        predicate="reports_to",
+        object=end("Dana"),
+        valid_from=at,
+        recorded_at=at,
+        confidence=1.0,
+    )
+    assert fact_text(reports) == "Priya reports_to Dana [2024-01-01T00:00:00Z..…]"
+    headcount = reports.model_copy(
+        update={"subject": end("Acme"), "predicate": "headcount", "object": None, "value": "120", "valid_to": at}
+    )
+    assert fact_text(headcount) == "Acme headcount 120 [2024-01-01T00:00:00Z..2024-01-01T00:00:00Z]"
+    unnamed = reports.model_copy(update={"object": EntityBrief(type="team", id=uuid.UUID(int=7), name="")})
+    assert fact_text(unnamed).startswith("Priya reports_to 00000000-0000-0000-0000-000000000007 [")
 
 
 def test_fusion_diagnostics_hide_vanished_ids() -> None:

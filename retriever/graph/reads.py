@@ -1,4 +1,4 @@
-"""Viewer-scoped graph reads. ACL and temporal filters are applied in SQL (``services.graph.temporal``),
+"""Viewer-scoped graph reads. ACL and temporal filters are applied in SQL (``retriever.graph.temporal``),
 so facts a viewer may not see never consume a limit. ``viewer`` is the EXPANDED principal list; an empty
 list sees nothing.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import asyncpg
 
+from retriever.graph.temporal import Params, entity_acl_sql, fact_acl_sql, temporal_sql
 from schemas.graph import EntityBrief, EntityMatch, Fact, FactChange, FactDiff, FactEvidence, Path, PathStep
-from services.graph.temporal import Params, entity_acl_sql, fact_acl_sql, temporal_sql
 from services.names import normalize_name
 from services.viewer import Principals
 
@@ -106,6 +106,24 @@ async def resolve_about(
     every visible exact-name or alias match (score >= 0.95), else the single best prefix match."""
     found = await resolve_entities(conn, workspace=workspace, viewer=viewer, name=about, limit=ABOUT_CANDIDATES)
     return [m for m in found if m.score >= ABOUT_EXACT_SCORE] or found[:1]
+
+
+async def seeds_about(
+    conn: asyncpg.Connection,
+    *,
+    workspace: str,
+    viewer: Principals,
+    subjects: Sequence[tuple[str, uuid.UUID]],
+    about: str | None,
+) -> tuple[list[tuple[str, uuid.UUID]], list[EntityMatch] | None]:
+    """The graph seeds of a request (graph tools and ``retrieve_context``): the explicit subjects, each once,
+    then what ``about`` names (``resolve_about``). Also returns the matches (``None`` without ``about``)."""
+    seeds = list(dict.fromkeys(subjects))
+    matches = await resolve_about(conn, workspace=workspace, viewer=viewer, about=about) if about else None
+    for m in matches or []:
+        if (m.type, m.id) not in seeds:
+            seeds.append((m.type, m.id))
+    return seeds, matches
 
 
 async def query_facts(

@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
+from retriever.graph.worldbuilder import profile_fields
 from schemas.worldbuilder import Profile, ProfileField, SynthesisNote
-from services.graph.worldbuilder import profile_fields
 
 log = logging.getLogger("orgmem.worldbuilder.synthesis")
 PURPOSE = "worldbuilder"

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from retriever.graph.temporal import Params, entity_acl_sql
 from schemas.graph import EntityBrief, ProjectLink
 from services.decay import HALF_LIFE_DAYS
-from services.graph.temporal import Params, entity_acl_sql
 from services.viewer import Principals
 
 PROJECT_TYPES = ("project", "product")

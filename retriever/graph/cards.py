@@ -14,11 +14,11 @@ from typing import Any
 
 import asyncpg
 
+from retriever.graph.projects import PROJECT_TYPES, person_projects, project_people
+from retriever.graph.reads import current_ids, query_facts
+from retriever.graph.temporal import Params, entity_acl_sql
 from schemas.graph import Collaborator, EntityBrief, EntityCard, PersonCard
 from services.decay import HALF_LIFE_DAYS, decay_sql
-from services.graph.projects import PROJECT_TYPES, person_projects, project_people
-from services.graph.reads import current_ids, query_facts
-from services.graph.temporal import Params, entity_acl_sql
 from services.people import visible_aliases
 from services.viewer import Principals
 

@@ -21,9 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from schemas.graph import EntityBrief, Fact
-from schemas.worldbuilder import Profile, ProfileField
-from services.graph.profile_parts import (
+from retriever.graph.profile_parts import (
     FACT_LIMIT,
     _activity,
     _aliases,
@@ -35,9 +33,11 @@ from services.graph.profile_parts import (
     _person_ids,
     _pick,
 )
-from services.graph.projects import PROJECT_TYPES, person_projects, project_people
-from services.graph.reads import current_ids, query_facts, resolve_entities
-from services.graph.temporal import Params, entity_acl_sql
+from retriever.graph.projects import PROJECT_TYPES, person_projects, project_people
+from retriever.graph.reads import current_ids, query_facts, resolve_entities
+from retriever.graph.temporal import Params, entity_acl_sql
+from schemas.graph import EntityBrief, Fact
+from schemas.worldbuilder import Profile, ProfileField
 from services.viewer import Principals
 
 PROFILE_VERSION = "1"

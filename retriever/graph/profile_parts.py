@@ -1,6 +1,6 @@
 """The parts of a Worldbuilder profile (pure field builders and the reads behind them): facts and project links as
 profile fields, merged lists, key collaborators, recent activity, aliases and single-valued slots bound by
-their evidence. Assembled, cached and re-grounded by :mod:`services.graph.worldbuilder`."""
+their evidence. Assembled, cached and re-grounded by :mod:`retriever.graph.worldbuilder`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import asyncpg
 
+from retriever.graph.reads import query_facts
 from schemas.graph import EntityBrief, Fact, ProjectLink
 from schemas.worldbuilder import ProfileField
 from services.decay import HALF_LIFE_DAYS
-from services.graph.reads import query_facts
 from services.people import visible_aliases
 from services.viewer import Principals
 
