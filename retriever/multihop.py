@@ -40,6 +40,7 @@ from typing import Any
 import asyncpg
 
 from retriever.hits import Hit, RankedHit
+from retriever.query_levers import apply_levers
 from retriever.rows import ChunkRow, fetch_chunks
 from retriever.scope import SearchScope, scope_where
 from retriever.terms import STOPWORDS
@@ -270,8 +271,8 @@ async def second_round(
 ) -> SecondRound:
     """Author match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
     (fetched under ``scope``: the viewer's ACL and filters) merged at ``factor`` × their seed's score, then
-    the time-expression boost of a when-question.
-    Unset knobs read the module's values at call time."""
+    the time-expression boost of a when-question, then the query-understanding levers
+    (:func:`retriever.query_levers.apply_levers`). Unset knobs read the module's values at call time."""
     seeds = NEIGHBOUR_SEEDS if seeds is None else seeds
     window = NEIGHBOUR_WINDOW if window is None else window
     factor = NEIGHBOUR_FACTOR if factor is None else factor
@@ -287,5 +288,7 @@ async def second_round(
     hits = {n.chunk_id: make_hit(out_rows[n.chunk_id]) for n in neighbours if n.chunk_id in out_rows}
     merged = merge_neighbours(boosted, neighbours, hits, factor)
     added = len(merged) - len(boosted)
-    final, n_when = boost_time_expressions(merged, query, when_boost)
-    return SecondRound(final, out_rows, {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when})
+    timed, n_when = boost_time_expressions(merged, query, when_boost)
+    final, out_rows, levers = await apply_levers(conn, scope, query, timed, out_rows, make_hit)
+    diag = {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when, "query": levers}
+    return SecondRound(final, out_rows, diag)

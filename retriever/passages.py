@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import lexical_math, multihop
+from retriever import lexical_math, multihop, windows
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
 from retriever.dense import (
     DEFAULT_EF_SEARCH,
@@ -296,6 +296,10 @@ class PassageSearcher:
         ranked, rows, scores = await self._refine(
             scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
         )
+        if arms == "full" and windows.ENABLED and ranked:
+            top = [rh.hit.chunk_id for rh in ranked[:limit]]
+            async with self.pool.acquire() as conn:
+                diag["windows"] = await self._timed(timings, "windows", lambda: windows.windows(conn, scope, top, rows))
         return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
 
     async def _arms(
