@@ -297,10 +297,16 @@ class PassageSearcher:
             scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
         )
         if arms == "full" and windows.ENABLED and ranked:
-            top = [rh.hit.chunk_id for rh in ranked[:limit]]
-            async with self.pool.acquire() as conn:
-                diag["windows"] = await self._timed(timings, "windows", lambda: windows.windows(conn, scope, top, rows))
+            diag["windows"] = await self._windows(scope, ranked[:limit], rows, timings)
         return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
+
+    async def _windows(
+        self, scope: SearchScope, top: Sequence[RankedHit], rows: dict[str, ChunkRow], timings: dict[str, float]
+    ) -> dict[str, windows.Window]:
+        """The conversation window of each returned hit (``retriever/windows.py``), under ``scope``."""
+        ids = [rh.hit.chunk_id for rh in top]
+        async with self.pool.acquire() as conn:
+            return await self._timed(timings, "windows", lambda: windows.windows(conn, scope, ids, rows))
 
     async def _arms(
         self,

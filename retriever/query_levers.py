@@ -147,21 +147,22 @@ async def apply_levers(
     make_hit: Callable[[ChunkRow], Hit],
 ) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, Any]]:
     """The levers the question's shape asks for, in order: phrase, join, thread spread, first / last. Join
-    candidates are fetched under ``scope``. Also the rows (with the join's) and what each lever did."""
+    candidates are fetched under ``scope``. The knobs are read at call time (the ablation
+    patches them). Also the rows (with the join's) and what each lever did."""
     shape = parse_query(query)
     out_rows = dict(rows)
-    out = boost_phrases(ranked, shape.phrases)
+    out = boost_phrases(ranked, shape.phrases, PHRASE_BOOST)
     diag: dict[str, Any] = {"phrases": len(shape.phrases), "names": len(shape.names), "order": shape.order}
     if shape.join and JOIN_FACTOR > 0:
-        shares = await join_candidates(conn, scope, query, shape)
+        shares = await join_candidates(conn, scope, query, shape, JOIN_K)
         missing = [c for c in shares if c not in out_rows]
         if missing:
             out_rows.update(await fetch_chunks(conn, scope, missing))
         hits = {c: make_hit(out_rows[c]) for c in shares if c in out_rows}
         before = len(out)
-        out = merge_join(out, shares, hits)
+        out = merge_join(out, shares, hits, JOIN_FACTOR)
         diag["join_added"] = len(out) - before
     if shape.aggregate and THREAD_REPEAT < 1.0:
-        out = spread_threads(out, await thread_keys(conn, [rh.hit.chunk_id for rh in out]))
+        out = spread_threads(out, await thread_keys(conn, [rh.hit.chunk_id for rh in out]), THREAD_REPEAT)
         diag["aggregate"] = True
-    return order_by_time(out, shape.order), out_rows, diag
+    return order_by_time(out, shape.order, ORDER_BAND), out_rows, diag
