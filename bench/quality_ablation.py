@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever import lexical_math, multihop, query_levers
+from retriever import lexical_math, multihop, query_levers, windows
 from retriever import passages as passages_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
@@ -118,7 +118,12 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "nospread": ("full", lambda: patched(query_levers, "THREAD_REPEAT", 1.0)),
     "noorder": ("full", lambda: patched(query_levers, "ORDER_BAND", 1.0)),
     "noquery": ("full", lambda: _no_query_levers()),
-    "spread06": ("full", lambda: patched(query_levers, "THREAD_REPEAT", 0.6)),
+    "spread08": ("full", lambda: patched(query_levers, "THREAD_REPEAT", 0.8)),
+    "join05": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.5)),
+    "join11": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 1.1)),
+    "join1": ("full", lambda: patched(query_levers, "JOIN_MIN_NAMES", 1)),
+    "author20": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 2.0)),
+    "nowindows": ("full", lambda: patched(windows, "ENABLED", False)),
     "join07": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.7)),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),

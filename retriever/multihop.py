@@ -40,7 +40,7 @@ from typing import Any
 import asyncpg
 
 from retriever.hits import Hit, RankedHit
-from retriever.query_levers import apply_levers
+from retriever.query_levers import apply_levers, join_names
 from retriever.rows import ChunkRow, fetch_chunks
 from retriever.scope import SearchScope, scope_where
 from retriever.terms import STOPWORDS
@@ -269,7 +269,8 @@ async def second_round(
     author_boost: float | None = None,
     when_boost: float | None = None,
 ) -> SecondRound:
-    """Author match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
+    """The search around the question's names joined in (:func:`retriever.query_levers.join_names`), author
+    match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
     (fetched under ``scope``: the viewer's ACL and filters) merged at ``factor`` × their seed's score, then
     the time-expression boost of a when-question, then the query-understanding levers
     (:func:`retriever.query_levers.apply_levers`). Unset knobs read the module's values at call time."""
@@ -278,9 +279,9 @@ async def second_round(
     factor = NEIGHBOUR_FACTOR if factor is None else factor
     author_boost = AUTHOR_BOOST if author_boost is None else author_boost
     when_boost = WHEN_BOOST if when_boost is None else when_boost
+    ranked, out_rows, joined = await join_names(conn, scope, query, ranked, rows, make_hit)
     authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked]) if author_boost != 1.0 else {}
     boosted, n_boosted = boost_named_authors(ranked, authors, query, author_boost)
-    out_rows = dict(rows)
     neighbours = await thread_neighbours(conn, scope, [rh.hit.chunk_id for rh in boosted[:seeds]], window)
     missing = [n.chunk_id for n in neighbours if n.chunk_id not in out_rows]
     if missing:
@@ -290,5 +291,6 @@ async def second_round(
     added = len(merged) - len(boosted)
     timed, n_when = boost_time_expressions(merged, query, when_boost)
     final, out_rows, levers = await apply_levers(conn, scope, query, timed, out_rows, make_hit)
+    levers["joined"] = joined
     diag = {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when, "query": levers}
     return SecondRound(final, out_rows, diag)

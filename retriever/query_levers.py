@@ -1,5 +1,5 @@
 """The second round's query-understanding levers over a ranked list (pure, except :func:`thread_keys` and
-:func:`join_candidates`, which read under the caller's :class:`SearchScope`).
+:func:`around_names`, which read under the caller's :class:`SearchScope`).
 
 Each lever acts only when :func:`retriever.query_shape.parse_query` found its cue, so a question without one
 ranks as before:
@@ -9,8 +9,9 @@ ranks as before:
   threads: the evidence of "what activities does Melanie partake in?" is spread over sessions);
 - first / last → the close contenders (score ≥ :data:`ORDER_BAND` × the best) re-ordered oldest / newest first,
   keeping the band's scores (a far weaker hit never jumps up for its date);
-- join (two or more names) → a lexical search around each name (the question without the other names), its
-  hits merged at ≤ :data:`JOIN_FACTOR` × the best first-round score: each side of the join gets evidence.
+- names → a lexical search of the question without its names (:func:`around_names`), its hits merged at ≤
+  :data:`JOIN_FACTOR` × the best first-round score before the author boost: the evidence around each named
+  person (their own messages, which rarely carry their name) joins the pool, and the author boost picks it.
 """
 
 from __future__ import annotations
@@ -32,14 +33,18 @@ from retriever.scope import SearchScope
 
 PHRASE_BOOST = 1.5
 """Score factor of a hit that carries a quoted phrase of the question verbatim."""
-THREAD_REPEAT = 0.8
-"""In an aggregate question, the factor per earlier hit of the same thread (1.0 = off)."""
+THREAD_REPEAT = 1.0
+"""In an aggregate question, the factor per earlier hit of the same thread (1.0 = off: 0.8 cost LoCoMo dev
+recall@10 0.011, see docs/evaluation.md)."""
 ORDER_BAND = 0.8
 """First / last re-orders the hits scoring at least this share of the best by time (1.0 = off)."""
 JOIN_FACTOR = 0.9
 """A join sub-search's best hit enters at this × the first round's best score (0 = off)."""
-JOIN_K = 10
-"""Hits taken from each join sub-search."""
+JOIN_K = 20
+"""Hits taken from the search around the names."""
+JOIN_MIN_NAMES = 2
+"""The search around the names runs for a question naming at least this many (2 = join questions only: for
+one name it cost LoCoMo dev recall@10 0.021, see docs/evaluation.md)."""
 
 
 def boost_phrases(ranked: Sequence[RankedHit], phrases: Sequence[str], factor: float = PHRASE_BOOST) -> list[RankedHit]:
@@ -98,23 +103,23 @@ async def thread_keys(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dic
     return {str(r["id"]): str(r["th"]) for r in rows}
 
 
-async def join_candidates(
+async def around_names(
     conn: asyncpg.Connection, scope: SearchScope, query: str, shape: QueryShape, k: int = JOIN_K
 ) -> dict[str, float]:
-    """For a join question: a lexical search around each name (the question without the other names) under
-    ``scope``; chunk id → the best share of its sub-search's top BM25 score (1.0 = a sub-search's best)."""
-    if not shape.join:
+    """For a question that names people or things: a lexical search of the question without its names, under
+    ``scope``; chunk id → its share of the sub-search's top BM25 score. A name is a poor search term in a chat:
+    it matches every message that addresses the person ("Thanks, Caroline!") and, through the index context,
+    every message after theirs; the named author's own messages are picked out by the author boost instead."""
+    if not shape.names:
         return {}
-    out: dict[str, float] = {}
-    for name in shape.names:
-        others = [n for n in shape.names if n != name]
-        found = await lexical_arm(conn, scope, without_names(query, others), k, maintained=True)
-        top = max(found.scores.values(), default=0.0)
-        if top <= 0:
-            continue
-        for cid in found.ids:
-            out[cid] = max(out.get(cid, 0.0), found.scores.get(cid, 0.0) / top)
-    return out
+    rest = without_names(query, shape.names)
+    if rest == query or not rest:
+        return {}
+    found = await lexical_arm(conn, scope, rest, k, maintained=True)
+    top = max(found.scores.values(), default=0.0)
+    if top <= 0:
+        return {}
+    return {cid: found.scores.get(cid, 0.0) / top for cid in found.ids}
 
 
 def merge_join(
@@ -146,23 +151,37 @@ async def apply_levers(
     rows: Mapping[str, ChunkRow],
     make_hit: Callable[[ChunkRow], Hit],
 ) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, Any]]:
-    """The levers the question's shape asks for, in order: phrase, join, thread spread, first / last. Join
-    candidates are fetched under ``scope``. The knobs are read at call time (the ablation
-    patches them). Also the rows (with the join's) and what each lever did."""
+    """The levers the question's shape asks for, in order: phrase, thread spread, first / last (the search
+    around the names runs before the author boost: :func:`join_names`). The knobs are read at call time (the
+    ablation patches them). Also the rows and what each lever did."""
     shape = parse_query(query)
     out_rows = dict(rows)
     out = boost_phrases(ranked, shape.phrases, PHRASE_BOOST)
     diag: dict[str, Any] = {"phrases": len(shape.phrases), "names": len(shape.names), "order": shape.order}
-    if shape.join and JOIN_FACTOR > 0:
-        shares = await join_candidates(conn, scope, query, shape, JOIN_K)
-        missing = [c for c in shares if c not in out_rows]
-        if missing:
-            out_rows.update(await fetch_chunks(conn, scope, missing))
-        hits = {c: make_hit(out_rows[c]) for c in shares if c in out_rows}
-        before = len(out)
-        out = merge_join(out, shares, hits, JOIN_FACTOR)
-        diag["join_added"] = len(out) - before
     if shape.aggregate and THREAD_REPEAT < 1.0:
         out = spread_threads(out, await thread_keys(conn, [rh.hit.chunk_id for rh in out]), THREAD_REPEAT)
         diag["aggregate"] = True
     return order_by_time(out, shape.order, ORDER_BAND), out_rows, diag
+
+
+async def join_names(
+    conn: asyncpg.Connection,
+    scope: SearchScope,
+    query: str,
+    ranked: Sequence[RankedHit],
+    rows: Mapping[str, ChunkRow],
+    make_hit: Callable[[ChunkRow], Hit],
+) -> tuple[list[RankedHit], dict[str, ChunkRow], int]:
+    """``ranked`` joined with :func:`around_names`' hits (new ones fetched under ``scope``), the rows, and how
+    many hits it added."""
+    shape = parse_query(query)
+    if JOIN_FACTOR <= 0 or len(shape.names) < max(JOIN_MIN_NAMES, 1) or not ranked:
+        return list(ranked), dict(rows), 0
+    shares = await around_names(conn, scope, query, shape, JOIN_K)
+    out_rows = dict(rows)
+    missing = [c for c in shares if c not in out_rows]
+    if missing:
+        out_rows.update(await fetch_chunks(conn, scope, missing))
+    hits = {c: make_hit(out_rows[c]) for c in shares if c in out_rows}
+    merged = merge_join(ranked, shares, hits, JOIN_FACTOR)
+    return merged, out_rows, len(merged) - len(ranked)

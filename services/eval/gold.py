@@ -127,7 +127,8 @@ class Prediction(_Model):
             (self.doc_ids, self.doc_windows, "doc_windows"),
         ):
             if scores is not None and len(scores) != len(ids):
-                raise ValueError(f"{name} must have one entry per id ({len(scores)} != {len(ids)})")
+                what = "window" if name == "doc_windows" else "score"
+                raise ValueError(f"{name} must have one {what} per id ({len(scores)} != {len(ids)})")
         return self
 
     def ids(self, target: Literal["doc", "claim"]) -> tuple[str, ...]:
