@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
+from typing import Any
 
 from retriever.hits import Hit, RankedHit
 from retriever.multihop import Neighbour
@@ -19,13 +20,14 @@ def hit(cid: str, text: str = "", minute: int = 0) -> Hit:
     return Hit(cid, f"doc-{cid}", f"h-{cid}", None, text or f"text {cid}", T0 + timedelta(minutes=minute), "user")
 
 
-def ranked(*items: tuple[str, float] | tuple[str, float, str] | tuple[str, float, str, int]) -> list[RankedHit]:
+def ranked(*items: tuple[Any, ...]) -> list[RankedHit]:
+    """(chunk id, score[, text[, minute]]) each."""
     out = []
     for i, item in enumerate(items):
-        cid, score = item[0], item[1]
-        text = item[2] if len(item) > 2 else ""  # type: ignore[misc]
-        minute = item[3] if len(item) > 3 else 0  # type: ignore[misc]
-        h = hit(cid, text, minute)  # type: ignore[arg-type]
+        cid, score = str(item[0]), float(item[1])
+        text = str(item[2]) if len(item) > 2 else ""
+        minute = int(item[3]) if len(item) > 3 else 0
+        h = hit(cid, text, minute)
         out.append(RankedHit(h, score, score, MappingProxyType({"lexical": i + 1}), MappingProxyType({})))
     return out
 
