@@ -296,8 +296,8 @@ class PassageSearcher:
         ranked, rows, scores = await self._refine(
             scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
         )
-        if arms == "full" and windows.ENABLED and ranked:
-            diag["windows"] = await self._windows(scope, ranked[:limit], rows, timings)
+        if arms == "full" and windows.ENABLED:
+            diag["windows"] = await self._windows(scope, ranked[:limit], rows, timings) if ranked else {}
         return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
 
     async def _windows(
