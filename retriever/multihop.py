@@ -279,8 +279,13 @@ async def second_round(
     factor = NEIGHBOUR_FACTOR if factor is None else factor
     author_boost = AUTHOR_BOOST if author_boost is None else author_boost
     when_boost = WHEN_BOOST if when_boost is None else when_boost
-    ranked, out_rows, joined = await join_names(conn, scope, query, ranked, rows, make_hit)
-    authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked]) if author_boost != 1.0 else {}
+    authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked])
+    people = {part for name in authors.values() for part in name_parts(name)}
+    ranked, out_rows, joined = await join_names(conn, scope, query, ranked, rows, make_hit, people)
+    if joined:
+        authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked])
+    if author_boost == 1.0:
+        authors = {}
     boosted, n_boosted = boost_named_authors(ranked, authors, query, author_boost)
     neighbours = await thread_neighbours(conn, scope, [rh.hit.chunk_id for rh in boosted[:seeds]], window)
     missing = [n.chunk_id for n in neighbours if n.chunk_id not in out_rows]

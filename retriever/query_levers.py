@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -171,10 +172,13 @@ async def join_names(
     ranked: Sequence[RankedHit],
     rows: Mapping[str, ChunkRow],
     make_hit: Callable[[ChunkRow], Hit],
+    people: Collection[str],
 ) -> tuple[list[RankedHit], dict[str, ChunkRow], int]:
     """``ranked`` joined with :func:`around_names`' hits (new ones fetched under ``scope``), the rows, and how
-    many hits it added."""
+    many hits it added. Only the question's names that are ``people`` (name parts of the candidates' authors)
+    count: "What API did Project Lighthouse need from the Search team?" names no person and is no join."""
     shape = parse_query(query)
+    shape = replace(shape, names=tuple(n for n in shape.names if n in people))
     if JOIN_FACTOR <= 0 or len(shape.names) < max(JOIN_MIN_NAMES, 1) or not ranked:
         return list(ranked), dict(rows), 0
     shares = await around_names(conn, scope, query, shape, JOIN_K)
