@@ -121,7 +121,11 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "spread08": ("full", lambda: patched(query_levers, "THREAD_REPEAT", 0.8)),
     "join05": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.5)),
     "join11": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 1.1)),
-    "join1": ("full", lambda: patched(query_levers, "JOIN_MIN_NAMES", 1)),
+    "join09": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.9)),
+    "join1": (
+        "full",
+        lambda: _stack(patched(query_levers, "JOIN_MIN_NAMES", 1), patched(query_levers, "JOIN_FACTOR", 0.9)),
+    ),
     "author20": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 2.0)),
     "nowindows": ("full", lambda: patched(windows, "ENABLED", False)),
     "join07": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.7)),
