@@ -41,7 +41,7 @@ import asyncpg
 
 from retriever.hits import Hit, RankedHit
 from retriever.query_levers import apply_levers, join_names
-from retriever.rows import ChunkRow, fetch_chunks
+from retriever.rows import ChunkRow, fetch_chunks, per_chunk
 from retriever.scope import SearchScope, scope_where
 from retriever.terms import STOPWORDS
 
@@ -237,15 +237,9 @@ def boost_time_expressions(
 async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
     """Display names of the authors of ``chunk_ids`` (chunks already fetched under the viewer's scope): the
     resolved person's name, else the name the connector sent (``documents.author_name``)."""
-    if not chunk_ids:
-        return {}
-    rows = await conn.fetch(
-        "SELECT c.id, coalesce(p.display_name, d.author_name) AS display_name FROM chunks c"
-        " JOIN documents d ON d.id = c.document_id LEFT JOIN people p ON p.id = c.author_person_id"
-        " WHERE c.id = ANY($1::uuid[]) AND coalesce(p.display_name, d.author_name) IS NOT NULL",
-        [uuid.UUID(i) for i in chunk_ids],
+    return await per_chunk(
+        conn, chunk_ids, "coalesce(p.display_name, d.author_name)", "LEFT JOIN people p ON p.id = c.author_person_id"
     )
-    return {str(r["id"]): str(r["display_name"]) for r in rows}
 
 
 @dataclass
@@ -295,7 +289,7 @@ async def second_round(
     merged = merge_neighbours(boosted, neighbours, hits, factor)
     added = len(merged) - len(boosted)
     timed, n_when = boost_time_expressions(merged, query, when_boost)
-    final, out_rows, levers = await apply_levers(conn, scope, query, timed, out_rows, make_hit)
+    final, levers = await apply_levers(conn, query, timed)
     levers["joined"] = joined
     diag = {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when, "query": levers}
     return SecondRound(final, out_rows, diag)

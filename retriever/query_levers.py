@@ -17,7 +17,6 @@ ranks as before:
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -29,7 +28,7 @@ from retriever.boosts import diversify, rescored, sort_ranked
 from retriever.hits import Hit, RankedHit
 from retriever.lexical import lexical_arm
 from retriever.query_shape import QueryShape, parse_query
-from retriever.rows import ChunkRow, fetch_chunks
+from retriever.rows import ChunkRow, fetch_chunks, per_chunk
 from retriever.scope import SearchScope
 
 PHRASE_BOOST = 1.5
@@ -94,15 +93,9 @@ def without_names(query: str, names: Sequence[str]) -> str:
 
 async def thread_keys(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
     """Thread (else channel) of each of ``chunk_ids`` (already fetched under the viewer's scope)."""
-    if not chunk_ids:
-        return {}
-    rows = await conn.fetch(
-        "SELECT c.id, d.source_system || '/' || coalesce(d.thread_external_id, d.parent_external_id) AS th"
-        " FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ANY($1::uuid[])"
-        " AND coalesce(d.thread_external_id, d.parent_external_id) IS NOT NULL",
-        [uuid.UUID(i) for i in chunk_ids],
+    return await per_chunk(
+        conn, chunk_ids, "d.source_system || '/' || coalesce(d.thread_external_id, d.parent_external_id)"
     )
-    return {str(r["id"]): str(r["th"]) for r in rows}
 
 
 async def around_names(
@@ -146,24 +139,18 @@ def merge_join(
 
 
 async def apply_levers(
-    conn: asyncpg.Connection,
-    scope: SearchScope,
-    query: str,
-    ranked: Sequence[RankedHit],
-    rows: Mapping[str, ChunkRow],
-    make_hit: Callable[[ChunkRow], Hit],
-) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, Any]]:
+    conn: asyncpg.Connection, query: str, ranked: Sequence[RankedHit]
+) -> tuple[list[RankedHit], dict[str, Any]]:
     """The levers the question's shape asks for, in order: phrase, thread spread, first / last (the search
     around the names runs before the author boost: :func:`join_names`). The knobs are read at call time (the
-    ablation patches them). Also the rows and what each lever did."""
+    ablation patches them). Also what each lever did."""
     shape = parse_query(query)
-    out_rows = dict(rows)
     out = boost_phrases(ranked, shape.phrases, PHRASE_BOOST)
     diag: dict[str, Any] = {"phrases": len(shape.phrases), "names": len(shape.names), "order": shape.order}
     if shape.aggregate and THREAD_REPEAT < 1.0:
         out = spread_threads(out, await thread_keys(conn, [rh.hit.chunk_id for rh in out]), THREAD_REPEAT)
         diag["aggregate"] = True
-    return order_by_time(out, shape.order, ORDER_BAND), out_rows, diag
+    return order_by_time(out, shape.order, ORDER_BAND), diag
 
 
 async def join_names(
