@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever import lexical_math, multihop
+from retriever import lexical_math, multihop, query_levers, windows
 from retriever import passages as passages_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
@@ -83,6 +83,16 @@ def _full(**changes: Any) -> contextlib.AbstractContextManager[None]:
     return patched(passages_mod, "ARM_PRESETS", presets)
 
 
+def _no_query_levers() -> contextlib.AbstractContextManager[None]:
+    """Every query-understanding lever of the second round off (issue 26's before)."""
+    return _stack(
+        patched(query_levers, "PHRASE_BOOST", 1.0),
+        patched(query_levers, "JOIN_FACTOR", 0.0),
+        patched(query_levers, "THREAD_REPEAT", 1.0),
+        patched(query_levers, "ORDER_BAND", 1.0),
+    )
+
+
 VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
     "nodiversity": ("full", lambda: _full(doc_repeat=1.0)),
     "noboilerplate": ("full", lambda: _full(boilerplate_weight=0.0)),
@@ -103,6 +113,22 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "nowhen": ("full", lambda: patched(multihop, "WHEN_BOOST", 1.0)),
     "author13": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.3)),
     "nb07": ("full", lambda: patched(multihop, "NEIGHBOUR_FACTOR", 0.7)),
+    "nophrase": ("full", lambda: patched(query_levers, "PHRASE_BOOST", 1.0)),
+    "nojoin": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.0)),
+    "nospread": ("full", lambda: patched(query_levers, "THREAD_REPEAT", 1.0)),
+    "noorder": ("full", lambda: patched(query_levers, "ORDER_BAND", 1.0)),
+    "noquery": ("full", lambda: _no_query_levers()),
+    "spread08": ("full", lambda: patched(query_levers, "THREAD_REPEAT", 0.8)),
+    "join05": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.5)),
+    "join11": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 1.1)),
+    "join09": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.9)),
+    "join1": (
+        "full",
+        lambda: _stack(patched(query_levers, "JOIN_MIN_NAMES", 1), patched(query_levers, "JOIN_FACTOR", 0.9)),
+    ),
+    "author20": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 2.0)),
+    "nowindows": ("full", lambda: patched(windows, "ENABLED", False)),
+    "join07": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.7)),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),
     "hybrid": ("hybrid", contextlib.nullcontext),

@@ -5,7 +5,7 @@ autocut and recency decay. Their order is :func:`retriever.ranking.fuse_and_rank
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 
@@ -140,18 +140,26 @@ def content_priors(hits: Mapping[str, Hit], config: RankConfig) -> dict[str, dic
     return out
 
 
-def diversify(ranked: Sequence[RankedHit], factor: float) -> list[RankedHit]:
-    """Each further passage of a document already ranked above it times ``factor`` per earlier one, re-sorted."""
+def diversify(
+    ranked: Sequence[RankedHit],
+    factor: float,
+    key: Callable[[RankedHit], str | None] = lambda rh: rh.hit.document_id,
+    label: str = "doc_repeat",
+) -> list[RankedHit]:
+    """Each further passage of a group (by default its document; a None key is no group) already ranked above it
+    times ``factor`` per earlier one, re-sorted; ``label`` names the factor among the boosts."""
     if factor >= 1.0:
         return list(ranked)
     seen: dict[str, int] = {}
     out: list[RankedHit] = []
     for rh in ranked:
-        n = seen.get(rh.hit.document_id, 0)
-        seen[rh.hit.document_id] = n + 1
+        group = key(rh)
+        n = 0 if group is None else seen.get(group, 0)
+        if group is not None:
+            seen[group] = n + 1
         if n:
             f = factor**n
-            rh = rescored(rh, rh.score * f, {**rh.boosts, "doc_repeat": f})
+            rh = rescored(rh, rh.score * f, {**rh.boosts, label: f})
         out.append(rh)
     return sort_ranked(out)
 

@@ -40,7 +40,8 @@ from typing import Any
 import asyncpg
 
 from retriever.hits import Hit, RankedHit
-from retriever.rows import ChunkRow, fetch_chunks
+from retriever.query_levers import apply_levers, join_names
+from retriever.rows import ChunkRow, fetch_chunks, per_chunk
 from retriever.scope import SearchScope, scope_where
 from retriever.terms import STOPWORDS
 
@@ -236,15 +237,9 @@ def boost_time_expressions(
 async def author_names(conn: asyncpg.Connection, chunk_ids: Sequence[str]) -> dict[str, str]:
     """Display names of the authors of ``chunk_ids`` (chunks already fetched under the viewer's scope): the
     resolved person's name, else the name the connector sent (``documents.author_name``)."""
-    if not chunk_ids:
-        return {}
-    rows = await conn.fetch(
-        "SELECT c.id, coalesce(p.display_name, d.author_name) AS display_name FROM chunks c"
-        " JOIN documents d ON d.id = c.document_id LEFT JOIN people p ON p.id = c.author_person_id"
-        " WHERE c.id = ANY($1::uuid[]) AND coalesce(p.display_name, d.author_name) IS NOT NULL",
-        [uuid.UUID(i) for i in chunk_ids],
+    return await per_chunk(
+        conn, chunk_ids, "coalesce(p.display_name, d.author_name)", "LEFT JOIN people p ON p.id = c.author_person_id"
     )
-    return {str(r["id"]): str(r["display_name"]) for r in rows}
 
 
 @dataclass
@@ -268,18 +263,24 @@ async def second_round(
     author_boost: float | None = None,
     when_boost: float | None = None,
 ) -> SecondRound:
-    """Author match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
+    """The search around the question's names joined in (:func:`retriever.query_levers.join_names`), author
+    match over ``ranked``, then the following thread neighbours of the top ``seeds`` hits
     (fetched under ``scope``: the viewer's ACL and filters) merged at ``factor`` × their seed's score, then
-    the time-expression boost of a when-question.
-    Unset knobs read the module's values at call time."""
+    the time-expression boost of a when-question, then the query-understanding levers
+    (:func:`retriever.query_levers.apply_levers`). Unset knobs read the module's values at call time."""
     seeds = NEIGHBOUR_SEEDS if seeds is None else seeds
     window = NEIGHBOUR_WINDOW if window is None else window
     factor = NEIGHBOUR_FACTOR if factor is None else factor
     author_boost = AUTHOR_BOOST if author_boost is None else author_boost
     when_boost = WHEN_BOOST if when_boost is None else when_boost
-    authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked]) if author_boost != 1.0 else {}
+    authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked])
+    people = {part for name in authors.values() for part in name_parts(name)}
+    ranked, out_rows, joined = await join_names(conn, scope, query, ranked, rows, make_hit, people)
+    if joined:
+        authors = await author_names(conn, [rh.hit.chunk_id for rh in ranked])
+    if author_boost == 1.0:
+        authors = {}
     boosted, n_boosted = boost_named_authors(ranked, authors, query, author_boost)
-    out_rows = dict(rows)
     neighbours = await thread_neighbours(conn, scope, [rh.hit.chunk_id for rh in boosted[:seeds]], window)
     missing = [n.chunk_id for n in neighbours if n.chunk_id not in out_rows]
     if missing:
@@ -287,5 +288,8 @@ async def second_round(
     hits = {n.chunk_id: make_hit(out_rows[n.chunk_id]) for n in neighbours if n.chunk_id in out_rows}
     merged = merge_neighbours(boosted, neighbours, hits, factor)
     added = len(merged) - len(boosted)
-    final, n_when = boost_time_expressions(merged, query, when_boost)
-    return SecondRound(final, out_rows, {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when})
+    timed, n_when = boost_time_expressions(merged, query, when_boost)
+    final, levers = await apply_levers(conn, query, timed)
+    levers["joined"] = joined
+    diag = {"author_boosted": n_boosted, "neighbours": added, "when_boosted": n_when, "query": levers}
+    return SecondRound(final, out_rows, diag)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import lexical_math, multihop
+from retriever import lexical_math, multihop, windows
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
 from retriever.dense import (
     DEFAULT_EF_SEARCH,
@@ -296,7 +296,17 @@ class PassageSearcher:
         ranked, rows, scores = await self._refine(
             scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
         )
+        if arms == "full" and windows.ENABLED:
+            diag["windows"] = await self._windows(scope, ranked[:limit], rows, timings) if ranked else {}
         return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
+
+    async def _windows(
+        self, scope: SearchScope, top: Sequence[RankedHit], rows: dict[str, ChunkRow], timings: dict[str, float]
+    ) -> dict[str, windows.Window]:
+        """The conversation window of each returned hit (``retriever/windows.py``), under ``scope``."""
+        ids = [rh.hit.chunk_id for rh in top]
+        async with self.pool.acquire() as conn:
+            return await self._timed(timings, "windows", lambda: windows.windows(conn, scope, ids, rows))
 
     async def _arms(
         self,

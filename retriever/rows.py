@@ -91,6 +91,21 @@ async def resolve_author(
     return tuple(sorted(ids))
 
 
+async def per_chunk(
+    conn: asyncpg.Connection, chunk_ids: Sequence[str], value_sql: str, joins: str = ""
+) -> dict[str, str]:
+    """``value_sql`` (over ``c`` = chunks, ``d`` = documents and ``joins``) for each of ``chunk_ids`` (chunks already
+    fetched under the viewer's scope), where it is not null."""
+    if not chunk_ids:
+        return {}
+    rows = await conn.fetch(
+        f"SELECT c.id, {value_sql} AS v FROM chunks c JOIN documents d ON d.id = c.document_id {joins}"
+        f" WHERE c.id = ANY($1::uuid[]) AND {value_sql} IS NOT NULL",
+        [uuid.UUID(i) for i in chunk_ids],
+    )
+    return {str(r["id"]): str(r["v"]) for r in rows}
+
+
 async def write_audit(
     conn: asyncpg.Connection,
     *,

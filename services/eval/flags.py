@@ -61,7 +61,26 @@ async def predict(service: Any, q: GoldQuery, workspace: str, arm: str, k: int) 
     scores: dict[str, float] = {}
     for p in resp.passages:
         scores.setdefault(p.external_id, p.score)
-    return Prediction(qid=q.qid, doc_ids=ids, doc_scores=[scores[i] for i in ids])
+    windows = window_ids(resp)
+    return Prediction(
+        qid=q.qid,
+        doc_ids=ids,
+        doc_scores=[scores[i] for i in ids],
+        doc_windows=None if windows is None else [windows.get(i, ()) for i in ids],
+    )
+
+
+def window_ids(resp: Any) -> dict[str, tuple[str, ...]] | None:
+    """External id of each returned passage → the external ids of its window (``diagnostics.windows``, the full
+    arm's); None when the response carries no windows (the baselines)."""
+    raw = resp.diagnostics.get("windows")
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, tuple[str, ...]] = {}
+    for p in resp.passages:
+        members = raw.get(str(p.chunk_id)) or []
+        out.setdefault(p.external_id, tuple(m["external_id"] for m in members))
+    return out
 
 
 def _metric(report: Report, name: str) -> float | None:

@@ -116,15 +116,19 @@ class Prediction(_Model):
     claim_ids: tuple[str, ...] = ()
     doc_scores: tuple[float, ...] | None = None
     claim_scores: tuple[float, ...] | None = None
+    doc_windows: tuple[tuple[str, ...], ...] | None = None
+    """Per doc id, the ids of its returned window (a conversation hit and its neighbours), for window recall."""
 
     @model_validator(mode="after")
     def _parallel(self) -> Prediction:
         for ids, scores, name in (
             (self.doc_ids, self.doc_scores, "doc_scores"),
             (self.claim_ids, self.claim_scores, "claim_scores"),
+            (self.doc_ids, self.doc_windows, "doc_windows"),
         ):
             if scores is not None and len(scores) != len(ids):
-                raise ValueError(f"{name} must have one score per id ({len(scores)} != {len(ids)})")
+                what = "window" if name == "doc_windows" else "score"
+                raise ValueError(f"{name} must have one {what} per id ({len(scores)} != {len(ids)})")
         return self
 
     def ids(self, target: Literal["doc", "claim"]) -> tuple[str, ...]:

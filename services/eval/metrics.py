@@ -17,6 +17,8 @@ Rules (each one is unit-tested on hand-computed cases):
 - nDCG@10 = DCG / IDCG with gain 1 and discount 1 / log2(rank + 1);
   IDCG puts min(|relevant|, 10) relevant ids first.
 - An empty result scores 0 on every metric.
+- Window recall@k (only when the prediction carries ``doc_windows``) = |relevant ∩ (top k ∪ their windows)| /
+  |relevant|: a gold id inside a returned window counts; the per-turn recall@k is unchanged.
 - Aggregation is a macro average over queries: per category, ``overall`` (every query with
   expected ids outside the abstention categories) and ``all_with_gold`` (every query with
   expected ids, the population the public LoCoMo reference numbers use).
@@ -81,6 +83,7 @@ class QueryScore:
     ndcg: float
     leaked: bool | None
     leaked_ids: tuple[str, ...] = ()
+    window_recall: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Metrics:
     mrr: float
     ndcg: float
     cutoff: int = RANK_CUTOFF
+    window_recall: dict[int, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -101,6 +105,7 @@ class Metrics:
             out.update({f"{name}@{k}": v for k, v in values.items()})
         out[f"mrr@{self.cutoff}"] = self.mrr
         out[f"ndcg@{self.cutoff}"] = self.ndcg
+        out.update({f"window_recall@{k}": v for k, v in self.window_recall.items()})
         return out
 
 
@@ -158,7 +163,7 @@ class Report:
         pops = [("overall", self.overall, ""), ("all_with_gold", self.all_with_gold, "")]
         pops += [(c.category + ("*" if c.abstention else ""), c.metrics, str(c.n_leaked)) for c in self.categories]
         for label, m, leaks in pops:
-            values = list(m.as_dict().values()) if m else []
+            values = list(m.as_dict().values())[: len(names)] if m else []  # window recall: compare_table
             rows.append([label, str(m.n if m else 0), *(f"{v:.3f}" for v in values), leaks])
             rows[-1] += ["-"] * (len(rows[0]) - len(rows[-1]))
         lines = [f"target={self.target} queries={self.n_queries}", _grid(rows)]
@@ -194,6 +199,9 @@ def _mean_metrics(scores: Sequence[QueryScore], ks: Sequence[int], cutoff: int) 
         mrr=avg(s.rr for s in scores),
         ndcg=avg(s.ndcg for s in scores),
         cutoff=cutoff,
+        window_recall=(
+            {k: avg(s.window_recall[k] for s in scores) for k in ks} if all(s.window_recall for s in scores) else {}
+        ),
     )
 
 
@@ -231,7 +239,24 @@ def score_query(
         ndcg=ndcg_at(ranked, relevant, cutoff),
         leaked=leaked,
         leaked_ids=leaked_ids,
+        window_recall=_window_recall(ranked, prediction, relevant, ks) if prediction else {},
     )
+
+
+def _window_recall(
+    ranked: Sequence[str], prediction: Prediction, relevant: frozenset[str], ks: Sequence[int]
+) -> dict[int, float]:
+    """Recall@k counting the windows of the top k too; {} when the prediction carries no windows."""
+    if prediction.doc_windows is None:
+        return {}
+    window: dict[str, tuple[str, ...]] = {}
+    for doc, members in zip(prediction.doc_ids, prediction.doc_windows, strict=True):
+        window.setdefault(doc, members)
+    out: dict[int, float] = {}
+    for k in ks:
+        covered = {m for doc in ranked[:k] for m in (doc, *window.get(doc, ()))}
+        out[k] = len(relevant & covered) / len(relevant) if relevant else 0.0
+    return out
 
 
 def score(
@@ -320,7 +345,7 @@ def _leak_line(report: Report) -> str:
 
 def compare_table(
     reports: Mapping[str, Report],
-    metrics: Sequence[str] = ("recall@10", "ndcg@10", "mrr@10", "hit@10"),
+    metrics: Sequence[str] = ("recall@10", "window_recall@10", "ndcg@10", "mrr@10", "hit@10"),
 ) -> str:
     """Arms side by side: one row per (population, metric), one column per arm, plus leak rate.
 

@@ -77,7 +77,12 @@ async def test_neighbours_follow_the_thread_within_the_viewers_principals(settin
             ("C", 0.9),
             ("B", 0.75),
         ]
-        assert out.diagnostics == {"author_boosted": 2, "neighbours": 1, "when_boosted": 0}
+        assert {k: v for k, v in out.diagnostics.items() if k != "query"} == {
+            "author_boosted": 2,
+            "neighbours": 1,
+            "when_boosted": 0,
+        }
+        assert out.diagnostics["query"]["joined"] == 0  # the query-understanding levers report what they did
         assert ids["S"] not in out.rows
     finally:
         await conn.close()

@@ -231,3 +231,35 @@ def test_report_table_json_and_comparison() -> None:
     overall_mrr = next(r for r in rows if r.startswith("overall") and "mrr@10" in r)
     assert overall_mrr.split()[-2:] == ["1.000", "0.500"]
     assert rows[-1].split() == ["all", "leak_rate", "0.000", "-"]
+
+
+# --- window recall --------------------------------------------------------------------------
+
+
+def test_window_recall_counts_gold_inside_a_returned_window_and_leaves_per_turn_recall_alone() -> None:
+    gold = [_q("q1", ["a", "n"]), _q("q2", ["z"])]
+    windows = (("p", "a", "n"), ())  # a's window holds its neighbour n; x has none
+    preds = [
+        Prediction(qid="q1", doc_ids=("a", "x"), doc_windows=windows),
+        Prediction(qid="q2", doc_ids=("y",), doc_windows=(("y", "z"),)),
+    ]
+    report = score(gold, preds, ks=(1, 10))
+    per = {s.qid: s for s in report.per_query}
+    assert per["q1"].recall[10] == pytest.approx(0.5)  # per turn: only a
+    assert per["q1"].window_recall[10] == pytest.approx(1.0)  # n is in a's window
+    assert per["q2"].window_recall[1] == pytest.approx(1.0)
+    assert report.overall is not None
+    assert report.overall.as_dict()["window_recall@10"] == pytest.approx(1.0)
+    assert report.overall.recall[10] == pytest.approx(0.25)
+    assert "window_recall@10" in compare_table({"full": report})
+
+
+def test_window_recall_is_absent_without_windows() -> None:
+    report = score([_q("q1", ["a"])], [_p("q1", ["a"])], ks=(10,))
+    assert report.overall is not None and "window_recall@10" not in report.overall.as_dict()
+    assert report.to_table()  # the plain table keeps its columns
+
+
+def test_windows_must_match_ids() -> None:
+    with pytest.raises(ValueError, match="doc_windows"):
+        Prediction(qid="q", doc_ids=("a", "b"), doc_windows=(("a",),))
