@@ -40,7 +40,7 @@ from retriever.graph.channel import (
     resolve_seeds,
 )
 from retriever.hits import Hit, RankedHit
-from retriever.passages import PassageSearcher
+from retriever.passages import PassageSearch, PassageSearcher
 from retriever.rows import ChunkRow, write_audit
 from schemas.graph import Fact
 from schemas.tools import (
@@ -99,7 +99,9 @@ class RetrieverService:
         """Write pending access counts (before the pool closes)."""
         await self.access.aclose()
 
-    def _passage(self, rh: RankedHit, row: ChunkRow, score: float, text: str | None = None) -> Passage:
+    def _passage(
+        self, rh: RankedHit, row: ChunkRow, score: float, text: str | None = None, window: Any = None
+    ) -> Passage:
         return Passage(
             document_id=row.document_id,
             source_system=row.source_system,
@@ -114,6 +116,7 @@ class RetrieverService:
             event_time=row.event_time,
             kind=row.kind,
             url=row.url,
+            window=window if window and len(window) > 1 else None,
         )
 
     async def search_knowledge_base(
@@ -134,7 +137,8 @@ class RetrieverService:
             now=now,
         )
         passages = [
-            self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id]) for rh in found.ranked
+            self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id], None, _window(found, rh))
+            for rh in found.ranked
         ]
         self.access.record(p.chunk_id for p in passages)
         await self._audit(req.workspace, viewer, "search_knowledge_base", req.query, passages, start, found.diagnostics)
@@ -227,7 +231,13 @@ class RetrieverService:
         )
         kept = {item.key: item.text for item in packed.kept}
         passages = [
-            self._passage(rh, found.rows[rh.hit.chunk_id], found.scores[rh.hit.chunk_id], kept[rh.hit.chunk_id])
+            self._passage(
+                rh,
+                found.rows[rh.hit.chunk_id],
+                found.scores[rh.hit.chunk_id],
+                kept[rh.hit.chunk_id],
+                _window(found, rh),
+            )
             for rh in found.ranked
             if rh.hit.chunk_id in kept
         ]
@@ -318,6 +328,11 @@ class RetrieverService:
 def _dumped(items: Sequence[BaseModel]) -> list[dict[str, Any]]:
     """Typed graph results as the response's JSON objects: the one place they stop being models."""
     return [item.model_dump(mode="json") for item in items]
+
+
+def _window(found: PassageSearch, rh: RankedHit) -> Any:
+    """The hit's conversation window from the full arm's diagnostics (``retriever/windows.py``), if any."""
+    return (found.diagnostics.get("windows") or {}).get(rh.hit.chunk_id)
 
 
 def _graph_diagnostics(graph: GraphContext, facts: Sequence[object], paths: Sequence[object]) -> dict[str, Any]:

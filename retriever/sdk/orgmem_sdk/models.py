@@ -139,6 +139,11 @@ class RetrieveContextRequest(SearchKnowledgeBaseRequest):
         return _aware(v)
 
 
+class WindowMember(BaseModel):
+    chunk_id: uuid.UUID
+    external_id: str
+
+
 class Passage(BaseModel):
     document_id: uuid.UUID
     source_system: str
@@ -158,6 +163,11 @@ class Passage(BaseModel):
     )
     graph_relations: list[dict[str, str]] | None = Field(
         default=None, description="mode fabric: relations of the graph entities this passage names"
+    )
+    window: list[WindowMember] | None = Field(
+        default=None,
+        description="arms full, a message: the hit and the viewer-visible neighbours of its thread that complete it, "
+        "in time order (read their text with the ids)",
     )
 
 
