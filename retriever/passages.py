@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import lexical_math, multihop
+from retriever import kind_rank, lexical_math, multihop
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
 from retriever.dense import (
     DEFAULT_EF_SEARCH,
@@ -78,6 +78,8 @@ class _ArmsFound:
     ids: dict[str, list[str]] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    plain_lexical: LexicalResult | None = None
+    """The lexical arm's first round when it ran feedback (a profile without PRF ranks with it)."""
 
 
 class PassageSearcher:
@@ -259,9 +261,10 @@ class PassageSearcher:
         arm_ids, arm_scores, arm_diag = found.ids, found.scores, found.diagnostics
         # the semantic step only re-scores ids the arms already returned, so the candidates are known now and
         # their rows are fetched on another connection while it runs
-        candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
+        plain = found.plain_lexical.ids if found.plain_lexical else []
+        candidates = list(dict.fromkeys([*(i for ids in arm_ids.values() for i in ids), *plain]))
         # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
-        pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]  # score_by_vector de-duplicates
+        pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", []), *plain]  # score_by_vector de-duplicates
         semantic, rows = await asyncio.gather(
             self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
             if "semantic" in names
@@ -280,6 +283,7 @@ class PassageSearcher:
                 r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, scope_name, r.access_count
             )
 
+        profile, config = kind_rank.apply(arms == "full", [r.kind for r in rows.values()], config, found)
         hits = {cid: make_hit(r) for cid, r in rows.items()}
         result = fuse_and_rank(
             *(arm_ids, hits, query, now, config),
@@ -291,8 +295,9 @@ class PassageSearcher:
             "arms": arm_diag,
             "fusion": fusion_diagnostics(result.diagnostics, set(rows)),
             "timings_ms": timings,
+            **({"kind_profile": profile.name} if profile is not None else {}),
         }
-        second_round = arms == "full" and multihop.ENABLED
+        second_round = arms == "full" and multihop.ENABLED and (profile is None or profile.second_round)
         ranked, rows, scores = await self._refine(
             scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
         )
@@ -333,6 +338,7 @@ class PassageSearcher:
         if lexical is not None:
             found.ids["lexical"] = lexical.ids
             found.scores["lexical"] = lexical.scores
+            found.plain_lexical = lexical.plain
             found.diagnostics["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
         if "relational" in names:
             rel = found.relational
