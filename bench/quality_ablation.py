@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever import lexical_math, multihop
+from retriever import kind_rank, lexical_math, multihop
 from retriever import passages as passages_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
@@ -83,6 +83,24 @@ def _full(**changes: Any) -> contextlib.AbstractContextManager[None]:
     return patched(passages_mod, "ARM_PRESETS", presets)
 
 
+@contextlib.contextmanager
+def _doc(**changes: Any) -> Iterator[None]:
+    """The ``documents`` profile of :mod:`retriever.kind_rank` with ``changes`` (``prf``, ``second_round`` or any
+    RankConfig field; ``lexical``/``dense`` set the CC weights)."""
+    old = kind_rank.PROFILES["documents"]
+    own = {k: changes.pop(k) for k in ("prf", "second_round") if k in changes}
+    weights = {k: changes.pop(k) for k in ("lexical", "dense") if k in changes}
+    if weights:
+        from types import MappingProxyType
+
+        changes["arm_weights"] = MappingProxyType({**old.config.arm_weights, **weights})
+    kind_rank.PROFILES["documents"] = dataclasses.replace(old, config=dataclasses.replace(old.config, **changes), **own)
+    try:
+        yield
+    finally:
+        kind_rank.PROFILES["documents"] = old
+
+
 VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
     "nodiversity": ("full", lambda: _full(doc_repeat=1.0)),
     "noboilerplate": ("full", lambda: _full(boilerplate_weight=0.0)),
@@ -103,6 +121,19 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "nowhen": ("full", lambda: patched(multihop, "WHEN_BOOST", 1.0)),
     "author13": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 1.3)),
     "nb07": ("full", lambda: patched(multihop, "NEIGHBOUR_FACTOR", 0.7)),
+    "kindoff": ("full", lambda: patched(kind_rank, "ENABLED", False)),
+    "docprf": ("full", lambda: _doc(prf=True)),
+    "docsecond": ("full", lambda: _doc(second_round=True)),
+    "docw73": ("full", lambda: _doc(lexical=0.7, dense=0.3)),
+    "docw64": ("full", lambda: _doc(lexical=0.6, dense=0.4)),
+    "docw46": ("full", lambda: _doc(lexical=0.4, dense=0.6)),
+    "docw37": ("full", lambda: _doc(lexical=0.3, dense=0.7)),
+    "docnodiv": ("full", lambda: _doc(doc_repeat=1.0)),
+    "docdiv05": ("full", lambda: _doc(doc_repeat=0.5)),
+    "docdiv03": ("full", lambda: _doc(doc_repeat=0.3)),
+    "docnotitle": ("full", lambda: _doc(title_boost=1.0)),
+    "docnocascade": ("full", lambda: _doc(cascade=False)),
+    "docnopriors": ("full", lambda: _doc(boilerplate_weight=0.0, low_info_terms=0)),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),
     "hybrid": ("hybrid", contextlib.nullcontext),

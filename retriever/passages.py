@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from retriever.dense import (
 )
 from retriever.graph_channel import RelationalResult, relational_arm
 from retriever.hits import Hit, RankedHit
+from retriever.learned_rank import Candidate, LearnedRanker
 from retriever.lexical import LexicalResult, lexeme_counts, lexical_arm, lexical_arm_prf
 from retriever.ranking import fuse_and_rank
 from retriever.rows import ChunkRow, fetch_chunks, resolve_author
@@ -99,6 +100,8 @@ class PassageSearcher:
         self.embedder = embedder
         self.embedding = embedding
         self.reranker = reranker
+        self.learned: LearnedRanker | None = None
+        """The optional learned ranker of the ``full`` arm (``retriever/learned_rank.py``; set by the wiring)."""
         self.ef_search = ef_search
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
@@ -299,7 +302,7 @@ class PassageSearcher:
         }
         second_round = arms == "full" and multihop.ENABLED and (profile is None or profile.second_round)
         ranked, rows, scores = await self._refine(
-            scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
+            scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag, arm_scores, arms
         )
         return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
 
@@ -357,9 +360,11 @@ class PassageSearcher:
         second_round: bool,
         timings: dict[str, float],
         diag: dict[str, Any],
+        arm_scores: Mapping[str, Mapping[str, float]],
+        arms: str,
     ) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, float]]:
-        """The multi-hop second round (when asked) and the reranker (when set and there are more than ``limit``);
-        their diagnostics go into ``diag``."""
+        """The multi-hop second round (when asked), the learned ranker (``full``, when a model is loaded) and the
+        reranker (when set and there are more than ``limit``); their diagnostics go into ``diag``."""
         scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         if second_round and ranked:
             async with self.pool.acquire() as conn:
@@ -369,6 +374,11 @@ class PassageSearcher:
             ranked, rows = second.ranked, second.rows
             scores = {rh.hit.chunk_id: rh.score for rh in ranked}
             diag["second_round"] = second.diagnostics
+        if self.learned is not None and arms == "full" and len(ranked) > 1:
+            cands = {cid: Candidate(r.kind, r.text, r.external_id) for cid, r in rows.items()}
+            ranked = self.learned.rerank(query, ranked, cands, arm_scores)
+            scores = {rh.hit.chunk_id: rh.score for rh in ranked}
+            diag["learned_ranker"] = self.learned.version
         if self.reranker is not None and len(ranked) > limit:
             texts = [rows[rh.hit.chunk_id].text for rh in ranked]
             order = await self._timed(timings, "rerank", lambda: self.reranker.rerank(query, texts))  # type: ignore[union-attr]
