@@ -134,6 +134,8 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "docnotitle": ("full", lambda: _doc(title_boost=1.0)),
     "docnocascade": ("full", lambda: _doc(cascade=False)),
     "docnopriors": ("full", lambda: _doc(boilerplate_weight=0.0, low_info_terms=0)),
+    "learned": ("full", contextlib.nullcontext),  # the model of --ranker on the full arm
+    "learnedkindoff": ("full", lambda: patched(kind_rank, "ENABLED", False)),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),
     "hybrid": ("hybrid", contextlib.nullcontext),
@@ -161,11 +163,15 @@ async def run(a: argparse.Namespace) -> None:
     if not a.record_access:
         # every pass sees the same access counts (the access boost would otherwise drift pass after pass)
         service.access.record = lambda chunk_ids: None  # type: ignore[method-assign]
+    from retriever import learned_rank
+
+    model = learned_rank.load(a.ranker)
     sem = asyncio.Semaphore(a.concurrency)
     out: dict[str, Any] = {}
     try:
         for name in a.variants.split(","):
             arm, ctx = VARIANTS[name]
+            service.passages.learned = model if name.startswith("learned") else None
             lat: list[float] = []
 
             async def one(q: GoldQuery, arm: str = arm, lat: list[float] = lat) -> Prediction:
@@ -222,6 +228,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--record-access", action="store_true", help="count accesses as the product does")
     ap.add_argument("--limit", type=int, default=10, help="passages asked per query (scored at 10)")
+    ap.add_argument("--ranker", help="a model file of `orgmem ranker train` for the learned* variants")
     ap.add_argument("--dump", help="folder: one <variant>.json of ranked external ids per query")
     asyncio.run(run(ap.parse_args()))
 
