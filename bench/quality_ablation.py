@@ -148,7 +148,7 @@ async def run(a: argparse.Namespace) -> None:
     split = {r["qid"]: r.get("split") for r in raw}
     conv = {r["qid"]: r["groups"][0] for r in raw}
     order = list(dict.fromkeys(conv.values()))
-    tune = set(order[:5])
+    tune = set(a.tune_groups.split(",")) if a.tune_groups else set(order[:5])
     queries = [
         q.model_copy(update={"as_of": None})
         for q in iter_queries(dataset)
@@ -228,6 +228,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--record-access", action="store_true", help="count accesses as the product does")
     ap.add_argument("--limit", type=int, default=10, help="passages asked per query (scored at 10)")
+    ap.add_argument("--tune-groups", help="comma list of groups scored as the tune half (default: first five)")
     ap.add_argument("--ranker", help="a model file of `orgmem ranker train` for the learned* variants")
     ap.add_argument("--dump", help="folder: one <variant>.json of ranked external ids per query")
     asyncio.run(run(ap.parse_args()))
