@@ -50,7 +50,8 @@ def test_documents_as_a_connector_sends_them(tmp_path: Path) -> None:
     }
     assert events[1]["meta"] == {}
     envs = list(iter_envelopes(tmp_path / "out", workspace="w"))
-    assert envs[0].document.kind.value == "document" and envs[0].document.title == "Aspirin and the heart"
+    doc = envs[0].document
+    assert doc is not None and doc.kind.value == "document" and doc.title == "Aspirin and the heart"
 
 
 def test_queries_keep_only_fully_present_gold_and_split_train_into_dev(tmp_path: Path) -> None:
