@@ -44,7 +44,7 @@ class KindProfile:
 MESSAGES = KindProfile("messages", DEFAULT)
 DOCUMENTS = KindProfile(
     "documents",
-    replace(DEFAULT, arm_weights=MappingProxyType({**CC_WEIGHTS, "lexical": 0.5, "dense": 0.5})),
+    replace(DEFAULT, arm_weights=MappingProxyType({**CC_WEIGHTS, "lexical": 0.5, "dense": 0.5}), doc_repeat=0.5),
     prf=False,
     second_round=False,
 )
