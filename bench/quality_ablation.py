@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from retriever import lexical_math, multihop, query_levers, windows
+from retriever import kind_rank, lexical_math, multihop, query_levers, windows
 from retriever import passages as passages_mod
 from schemas.tools import RetrieveContextRequest
 from services.api.auth import Viewer
@@ -93,6 +93,24 @@ def _no_query_levers() -> contextlib.AbstractContextManager[None]:
     )
 
 
+@contextlib.contextmanager
+def _doc(**changes: Any) -> Iterator[None]:
+    """The ``documents`` profile of :mod:`retriever.kind_rank` with ``changes`` (``prf``, ``second_round`` or any
+    RankConfig field; ``lexical``/``dense`` set the CC weights)."""
+    old = kind_rank.PROFILES["documents"]
+    own = {k: changes.pop(k) for k in ("prf", "second_round") if k in changes}
+    weights = {k: changes.pop(k) for k in ("lexical", "dense") if k in changes}
+    if weights:
+        from types import MappingProxyType
+
+        changes["arm_weights"] = MappingProxyType({**old.config.arm_weights, **weights})
+    kind_rank.PROFILES["documents"] = dataclasses.replace(old, config=dataclasses.replace(old.config, **changes), **own)
+    try:
+        yield
+    finally:
+        kind_rank.PROFILES["documents"] = old
+
+
 VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]] = {
     "nodiversity": ("full", lambda: _full(doc_repeat=1.0)),
     "noboilerplate": ("full", lambda: _full(boilerplate_weight=0.0)),
@@ -129,6 +147,21 @@ VARIANTS: dict[str, tuple[str, Callable[[], contextlib.AbstractContextManager[No
     "author20": ("full", lambda: patched(multihop, "AUTHOR_BOOST", 2.0)),
     "nowindows": ("full", lambda: patched(windows, "ENABLED", False)),
     "join07": ("full", lambda: patched(query_levers, "JOIN_FACTOR", 0.7)),
+    "kindoff": ("full", lambda: patched(kind_rank, "ENABLED", False)),
+    "docprf": ("full", lambda: _doc(prf=True)),
+    "docsecond": ("full", lambda: _doc(second_round=True)),
+    "docw73": ("full", lambda: _doc(lexical=0.7, dense=0.3)),
+    "docw64": ("full", lambda: _doc(lexical=0.6, dense=0.4)),
+    "docw46": ("full", lambda: _doc(lexical=0.4, dense=0.6)),
+    "docw37": ("full", lambda: _doc(lexical=0.3, dense=0.7)),
+    "docnodiv": ("full", lambda: _doc(doc_repeat=1.0)),
+    "docdiv05": ("full", lambda: _doc(doc_repeat=0.5)),
+    "docdiv03": ("full", lambda: _doc(doc_repeat=0.3)),
+    "docnotitle": ("full", lambda: _doc(title_boost=1.0)),
+    "docnocascade": ("full", lambda: _doc(cascade=False)),
+    "docnopriors": ("full", lambda: _doc(boilerplate_weight=0.0, low_info_terms=0)),
+    "learned": ("full", contextlib.nullcontext),  # the model of --ranker on the full arm
+    "learnedkindoff": ("full", lambda: patched(kind_rank, "ENABLED", False)),
     "lexical": ("lexical", contextlib.nullcontext),
     "dense": ("dense", contextlib.nullcontext),
     "hybrid": ("hybrid", contextlib.nullcontext),
@@ -141,7 +174,7 @@ async def run(a: argparse.Namespace) -> None:
     split = {r["qid"]: r.get("split") for r in raw}
     conv = {r["qid"]: r["groups"][0] for r in raw}
     order = list(dict.fromkeys(conv.values()))
-    tune = set(order[:5])
+    tune = set(a.tune_groups.split(",")) if a.tune_groups else set(order[:5])
     queries = [
         q.model_copy(update={"as_of": None})
         for q in iter_queries(dataset)
@@ -156,11 +189,15 @@ async def run(a: argparse.Namespace) -> None:
     if not a.record_access:
         # every pass sees the same access counts (the access boost would otherwise drift pass after pass)
         service.access.record = lambda chunk_ids: None  # type: ignore[method-assign]
+    from retriever import learned_rank
+
+    model = learned_rank.load(a.ranker)
     sem = asyncio.Semaphore(a.concurrency)
     out: dict[str, Any] = {}
     try:
         for name in a.variants.split(","):
             arm, ctx = VARIANTS[name]
+            service.passages.learned = model if name.startswith("learned") else None
             lat: list[float] = []
 
             async def one(q: GoldQuery, arm: str = arm, lat: list[float] = lat) -> Prediction:
@@ -217,6 +254,8 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--record-access", action="store_true", help="count accesses as the product does")
     ap.add_argument("--limit", type=int, default=10, help="passages asked per query (scored at 10)")
+    ap.add_argument("--tune-groups", help="comma list of groups scored as the tune half (default: first five)")
+    ap.add_argument("--ranker", help="a model file of `orgmem ranker train` for the learned* variants")
     ap.add_argument("--dump", help="folder: one <variant>.json of ranked external ids per query")
     asyncio.run(run(ap.parse_args()))
 

@@ -27,6 +27,8 @@ class LexicalResult:
     ids: list[str]
     scores: dict[str, float]
     note: str
+    plain: LexicalResult | None = None
+    """With feedback: the first (plain BM25) round, for a caller whose ranking profile does not use PRF."""
 
 
 BM25_K1 = 0.9
@@ -236,4 +238,4 @@ async def lexical_arm_prf(
         [1.0] * len(terms) + [w for _, w in extra],
         None if stats is None else lexical_math.PRF_CANDIDATES,
     )
-    return LexicalResult(second.ids, second.scores, f"{second.note} + prf {len(extra)} terms")
+    return LexicalResult(second.ids, second.scores, f"{second.note} + prf {len(extra)} terms", first)

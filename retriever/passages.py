@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
 
-from retriever import lexical_math, multihop, windows
+from retriever import kind_rank, lexical_math, multihop, windows
 from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
 from retriever.dense import (
     DEFAULT_EF_SEARCH,
@@ -28,6 +28,7 @@ from retriever.dense import (
 )
 from retriever.graph.channel import RelationalResult, relational_arm
 from retriever.hits import Hit, RankedHit
+from retriever.learned_rank import Candidate, LearnedRanker
 from retriever.lexical import LexicalResult, lexeme_counts, lexical_arm, lexical_arm_prf
 from retriever.ranking import fuse_and_rank
 from retriever.rows import ChunkRow, fetch_chunks, resolve_author
@@ -78,6 +79,8 @@ class _ArmsFound:
     ids: dict[str, list[str]] = field(default_factory=dict)
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    plain_lexical: LexicalResult | None = None
+    """The lexical arm's first round when it ran feedback (a profile without PRF ranks with it)."""
 
 
 class PassageSearcher:
@@ -97,6 +100,8 @@ class PassageSearcher:
         self.embedder = embedder
         self.embedding = embedding
         self.reranker = reranker
+        self.learned: LearnedRanker | None = None
+        """The optional learned ranker of the ``full`` arm (``retriever/learned_rank.py``; set by the wiring)."""
         self.ef_search = ef_search
         self.exact_threshold = exact_threshold
         self._pgvector: tuple[int, ...] | None = None
@@ -259,9 +264,10 @@ class PassageSearcher:
         arm_ids, arm_scores, arm_diag = found.ids, found.scores, found.diagnostics
         # the semantic step only re-scores ids the arms already returned, so the candidates are known now and
         # their rows are fetched on another connection while it runs
-        candidates = list(dict.fromkeys(i for ids in arm_ids.values() for i in ids))
+        plain = found.plain_lexical.ids if found.plain_lexical else []
+        candidates = list(dict.fromkeys([*(i for ids in arm_ids.values() for i in ids), *plain]))
         # the dense arm re-scored over every text candidate: its ids in similarity order, with scores
-        pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", [])]  # score_by_vector de-duplicates
+        pool = [*arm_ids.get("dense", []), *arm_ids.get("lexical", []), *plain]  # score_by_vector de-duplicates
         semantic, rows = await asyncio.gather(
             self._timed(timings, "semantic", lambda: self._semantic(scope, vector, pool))
             if "semantic" in names
@@ -280,6 +286,7 @@ class PassageSearcher:
                 r.chunk_id, r.document_id, r.content_hash, r.title, r.text, r.event_time, scope_name, r.access_count
             )
 
+        profile, config = kind_rank.apply(arms == "full", [r.kind for r in rows.values()], config, found)
         hits = {cid: make_hit(r) for cid, r in rows.items()}
         result = fuse_and_rank(
             *(arm_ids, hits, query, now, config),
@@ -291,10 +298,11 @@ class PassageSearcher:
             "arms": arm_diag,
             "fusion": fusion_diagnostics(result.diagnostics, set(rows)),
             "timings_ms": timings,
+            **({"kind_profile": profile.name} if profile is not None else {}),
         }
-        second_round = arms == "full" and multihop.ENABLED
+        second_round = arms == "full" and multihop.ENABLED and (profile is None or profile.second_round)
         ranked, rows, scores = await self._refine(
-            scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag
+            scope, query, list(result.hits), rows, make_hit, limit, second_round, timings, diag, arm_scores, arms
         )
         if arms == "full" and windows.ENABLED:
             diag["windows"] = await self._windows(scope, ranked[:limit], rows, timings) if ranked else {}
@@ -343,6 +351,7 @@ class PassageSearcher:
         if lexical is not None:
             found.ids["lexical"] = lexical.ids
             found.scores["lexical"] = lexical.scores
+            found.plain_lexical = lexical.plain
             found.diagnostics["lexical"] = {"count": len(lexical.ids), "query": lexical.note}
         if "relational" in names:
             rel = found.relational
@@ -361,9 +370,11 @@ class PassageSearcher:
         second_round: bool,
         timings: dict[str, float],
         diag: dict[str, Any],
+        arm_scores: Mapping[str, Mapping[str, float]],
+        arms: str,
     ) -> tuple[list[RankedHit], dict[str, ChunkRow], dict[str, float]]:
-        """The multi-hop second round (when asked) and the reranker (when set and there are more than ``limit``);
-        their diagnostics go into ``diag``."""
+        """The multi-hop second round (when asked), the learned ranker (``full``, when a model is loaded) and the
+        reranker (when set and there are more than ``limit``); their diagnostics go into ``diag``."""
         scores = {rh.hit.chunk_id: rh.score for rh in ranked}
         if second_round and ranked:
             async with self.pool.acquire() as conn:
@@ -373,6 +384,11 @@ class PassageSearcher:
             ranked, rows = second.ranked, second.rows
             scores = {rh.hit.chunk_id: rh.score for rh in ranked}
             diag["second_round"] = second.diagnostics
+        if self.learned is not None and arms == "full" and len(ranked) > 1:
+            cands = {cid: Candidate(r.kind, r.text, r.external_id) for cid, r in rows.items()}
+            ranked = self.learned.rerank(query, ranked, cands, arm_scores)
+            scores = {rh.hit.chunk_id: rh.score for rh in ranked}
+            diag["learned_ranker"] = self.learned.version
         if self.reranker is not None and len(ranked) > limit:
             texts = [rows[rh.hit.chunk_id].text for rh in ranked]
             order = await self._timed(timings, "rerank", lambda: self.reranker.rerank(query, texts))  # type: ignore[union-attr]

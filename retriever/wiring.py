@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retriever import learned_rank
 from retriever.service import RetrieverService
 from services.runtime import Runtime
 
@@ -19,6 +20,7 @@ def get_service(rt: Runtime) -> RetrieverService:
             reranker=rt.clients.reranker,
             synthesizer=rt.clients.synthesizer,
         )
+        service.passages.learned = learned_rank.load(rt.settings.ranker_model_path)
         rt.on_close.append(service.aclose)  # pending access counts, before the pool closes
         return service
 

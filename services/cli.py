@@ -212,6 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     add_retention_commands(sub)
     add_consolidate_commands(sub)
     add_eval_commands(sub)
+    from services.eval.ranker_train import add_ranker_commands
+
+    add_ranker_commands(sub)
     return ap
 
 
@@ -226,7 +229,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-ON_ACTIVE_GENERATION = {"status", "dlq", "replay", "topics", "eval", "demo", "retention", "consolidate", "keys"}
+ON_ACTIVE_GENERATION = {
+    "status",
+    "dlq",
+    "replay",
+    "topics",
+    "eval",
+    "ranker",
+    "demo",
+    "retention",
+    "consolidate",
+    "keys",
+}
 
 
 async def _run(handler: Command, settings: Settings, args: argparse.Namespace) -> int:

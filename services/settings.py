@@ -143,6 +143,9 @@ class Settings(BaseSettings):
     ``none`` with ``rerank_url`` set, as before): the vendor endpoint."""
     rerank_model_path: Path | None = None
     rerank_tokenizer_path: Path | None = None
+    ranker_model_path: Path | None = None
+    """A learned-ranker model built by ``orgmem ranker train`` (``retriever/learned_rank.py``); unset = today's
+    fusion. Needs the ``ranker`` extra (lightgbm)."""
 
     # --- taxonomy write-back --------------------------------------------------------------------
     taxonomy_proposal_webhook_url: str | None = None

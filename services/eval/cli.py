@@ -21,6 +21,9 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         print(report.to_json() if args.json else report.to_table())
         return 0 if (report.leak_rate or 0) == 0 else 3
 
+    if args.action == "convert":
+        return _convert(args)
+
     from rich.progress import Progress
 
     from services.eval import flags
@@ -69,6 +72,19 @@ async def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _convert(args: argparse.Namespace) -> int:
+    """``orgmem eval convert --source BEIR_DIR --out OUT``: a BEIR folder into the common layout."""
+    from services.eval.loaders.beir import convert
+
+    if not args.source or not args.out:
+        raise SystemExit("eval convert needs --source (a BEIR folder) and --out")
+    stats = convert(args.source, args.out, dataset=args.name)
+    print(
+        f"{stats.documents} documents; queries per split {stats.queries}; dropped (gold outside corpus) {stats.dropped}"
+    )
+    return 0
+
+
 def _metric(report: Any, name: str) -> float:
     overall = report.overall
     return float(overall.as_dict().get(name, 0.0)) if overall else 0.0
@@ -100,7 +116,9 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_eval_commands(sub: Any) -> None:
     e = sub.add_parser("eval", help="score predictions, or run a live evaluation through the pipeline")
-    e.add_argument("action", choices=["score", "live"])
+    e.add_argument("action", choices=["score", "live", "convert"])
+    e.add_argument("--source", help="convert: the public set's folder (BEIR: corpus.jsonl, queries.jsonl, qrels/)")
+    e.add_argument("--name", default="scifact", help="convert: the dataset name written into events and queries")
     e.add_argument("--gold")
     e.add_argument("--predictions")
     e.add_argument("--events", help="events.jsonl (or its folder) for the leak check")
