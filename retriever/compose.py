@@ -239,3 +239,21 @@ def fusion_diagnostics(diag: Mapping[str, Any], visible: set[str]) -> dict[str, 
         d for d in diag.get("dropped_duplicates") or [] if d["chunk_id"] in visible and d["kept"] in visible
     ]
     return out
+
+
+def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | None:
+    """``axes`` without the passage bounds the temporal planner added (a state question's ``as_of``, a window's
+    dates), the plan's period as the boost instead; None when the planner bounded nothing (the host's own bounds
+    are kept) or the query said ``as of A`` explicitly (a point in time: an empty answer is the answer)."""
+    if axes.source != "planner" or axes.plan is None or axes.plan.kind == "point":
+        # an explicit "as of A" asks for the state at A: nothing then is the answer, later passages are not
+        return None
+    if axes.as_of is None and axes.date_from == filters.date_from and axes.date_to == filters.date_to:
+        return None
+    plan = axes.plan
+    span = axes.boost_range
+    if span is None and plan.range_start is not None and plan.range_end is not None:
+        span = (plan.range_start, plan.range_end)
+    if span is None and plan.anchor is not None:
+        span = plan.anchor
+    return _replace(axes, as_of=None, date_from=filters.date_from, date_to=filters.date_to, boost_range=span)

@@ -9,14 +9,14 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
 
 from retriever import kind_rank, lexical_math, multihop, windows
-from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics
+from retriever.compose import ARM_PRESETS, TimeAxes, fusion_diagnostics, relax_planner_bounds
 from retriever.dense import (
     DEFAULT_EF_SEARCH,
     DEFAULT_EXACT_THRESHOLD,
@@ -42,24 +42,6 @@ from services.ports import Embedder, Reranker
 from services.viewer import Principals
 
 T = TypeVar("T")
-
-
-def relax_planner_bounds(axes: TimeAxes, filters: PassageFilters) -> TimeAxes | None:
-    """``axes`` without the passage bounds the temporal planner added (a state question's ``as_of``, a window's
-    dates), the plan's period as the boost instead; None when the planner bounded nothing (the host's own bounds
-    are kept) or the query said ``as of A`` explicitly (a point in time: an empty answer is the answer)."""
-    if axes.source != "planner" or axes.plan is None or axes.plan.kind == "point":
-        # an explicit "as of A" asks for the state at A: nothing then is the answer, later passages are not
-        return None
-    if axes.as_of is None and axes.date_from == filters.date_from and axes.date_to == filters.date_to:
-        return None
-    plan = axes.plan
-    span = axes.boost_range
-    if span is None and plan.range_start is not None and plan.range_end is not None:
-        span = (plan.range_start, plan.range_end)
-    if span is None and plan.anchor is not None:
-        span = plan.anchor
-    return replace(axes, as_of=None, date_from=filters.date_from, date_to=filters.date_to, boost_range=span)
 
 
 @dataclass
@@ -241,21 +223,7 @@ class PassageSearcher:
         participant_ids: tuple[uuid.UUID, ...] | None = None,
     ) -> PassageSearch:
         timings: dict[str, float] = {}
-        if filters.author:
-            async with self.pool.acquire() as conn:
-                author_ids = await resolve_author(conn, workspace, filters.author, viewer)
-        scope = SearchScope(
-            workspace,
-            viewer,
-            tuple(filters.source_systems),
-            tuple(filters.kinds),
-            axes.date_from,
-            axes.date_to,
-            axes.as_of,
-            author_ids,
-            axes.believed_as_of,
-            participant_ids,
-        )
+        scope = await self._scope(workspace, filters, viewer, axes, author_ids, participant_ids)
         names, config = ARM_PRESETS[arms]
         wants_vector = "dense" in names or "semantic" in names
         vector = await self._query_vector(query, timings) if wants_vector and not scope.matches_nothing else None
@@ -307,6 +275,32 @@ class PassageSearcher:
         if arms == "full" and windows.ENABLED:
             diag["windows"] = await self._windows(scope, ranked[:limit], rows, timings) if ranked else {}
         return PassageSearch(ranked[:limit], rows, scores, diag, found.relational)
+
+    async def _scope(
+        self,
+        workspace: str,
+        filters: PassageFilters,
+        viewer: Principals,
+        axes: TimeAxes,
+        author_ids: tuple[uuid.UUID, ...] | None,
+        participant_ids: tuple[uuid.UUID, ...] | None,
+    ) -> SearchScope:
+        """The search's scope: viewer, workspace, filters and time axes (a named author resolved as the viewer)."""
+        if filters.author:
+            async with self.pool.acquire() as conn:
+                author_ids = await resolve_author(conn, workspace, filters.author, viewer)
+        return SearchScope(
+            workspace,
+            viewer,
+            tuple(filters.source_systems),
+            tuple(filters.kinds),
+            axes.date_from,
+            axes.date_to,
+            axes.as_of,
+            author_ids,
+            axes.believed_as_of,
+            participant_ids,
+        )
 
     async def _windows(
         self, scope: SearchScope, top: Sequence[RankedHit], rows: dict[str, ChunkRow], timings: dict[str, float]
