@@ -57,6 +57,16 @@ class FieldError(PermanentError):
         self.field = field
 
 
+class RefusedError(OrgMemoryError):
+    """A request refused with a status its raiser decides (403, 404, 409, 422) and the field at fault; the
+    app's ``OrgMemoryError`` handler answers with both."""
+
+    def __init__(self, message: str, *, status: int, field: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
 class InvalidPayloadError(FieldError):
     """A message or request body failed validation. ``field`` names the culprit."""
 
