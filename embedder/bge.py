@@ -39,8 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from embedder.metered import MeteredEmbedder, UsageMeter
-from embedder.minilm import truncating_tokenizer
+from embedder.minilm import TokenizingEmbedder, truncating_tokenizer
 
 F32 = npt.NDArray[np.float32]
 
@@ -72,7 +71,7 @@ def default_model_dir() -> Path:
     return models_root() / MODEL_DIR_NAME
 
 
-class BGESmallEmbedder(MeteredEmbedder):
+class BGESmallEmbedder(TokenizingEmbedder):
     """``Embedder`` for bge-small-en-v1.5 int8 ONNX (dim 384). Model id ``local/bge-small-en-v1.5-q``.
 
     ``tokens`` in usage are the model tokens processed, [CLS]/[SEP] (and the query instruction)
@@ -116,18 +115,9 @@ class BGESmallEmbedder(MeteredEmbedder):
         )
         self._tokenizer = truncating_tokenizer(directory / TOKENIZER_FILE, max_seq_length)
         self._model_dir = directory
-        self._max_batch = max_batch
         self._max_seq_length = max_seq_length
-        self._meter = UsageMeter(MODEL_ID)
+        self._identify(MODEL_ID, DIM, max_batch)
         self._lock = asyncio.Lock()
-
-    @property
-    def model(self) -> str:
-        return MODEL_ID
-
-    @property
-    def dim(self) -> int:
-        return DIM
 
     @property
     def max_seq_length(self) -> int:
@@ -136,10 +126,6 @@ class BGESmallEmbedder(MeteredEmbedder):
     @property
     def model_dir(self) -> Path:
         return self._model_dir
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, with [CLS]/[SEP], truncated to ``max_seq_length``."""
-        return [enc.ids for enc in self._tokenizer.encode_batch(list(texts))]
 
     def _forward(self, ids: list[int]) -> F32:
         """The L2-normalized [CLS] vector of one unpadded sequence."""

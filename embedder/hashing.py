@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from hashlib import blake2b
 
-from embedder.metered import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder
 
 DEFAULT_DIM = 384
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -65,18 +65,7 @@ class HashingEmbedder(MeteredEmbedder):
             raise ValueError(f"dim must be >= 8, got {dim}")
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-        self._dim = dim
-        self._max_batch = max_batch
-        self._model = f"hash/v1-{dim}"
-        self._meter = UsageMeter(self._model)
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dim(self) -> int:
-        return self._dim
+        self._identify(f"hash/v1-{dim}", dim, max_batch)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         # Cheap enough (tens of microseconds per text) to run on the event loop.

@@ -26,15 +26,33 @@ class UsageMeter:
 
 
 class MeteredEmbedder:
-    """What every provider shares: ``max_batch``, the spend meter behind ``last_usage`` /
-    ``total_usage``, queries embedded exactly like passages, and a no-op ``aclose``.
+    """What every provider shares: its identity (``model``, ``dim``, ``max_batch``), the spend meter behind
+    ``last_usage`` / ``total_usage``, queries embedded exactly like passages, and a no-op ``aclose``.
 
-    Subclasses set ``self._max_batch`` and ``self._meter`` in ``__init__`` and implement ``embed``;
-    a model with a query instruction overrides ``embed_queries``, one holding clients ``aclose``.
+    Subclasses call ``_identify`` in ``__init__`` and implement ``embed``; a model with a query instruction
+    overrides ``embed_queries``, one holding clients ``aclose``.
     """
 
+    _model: str
+    _dim: int
     _max_batch: int
     _meter: UsageMeter
+
+    def _identify(self, model: str, dim: int, max_batch: int) -> None:
+        """Record the provider's identity and start its meter under the same model id, so usage rows
+        can never name a different model than the vectors they paid for."""
+        self._model = model
+        self._dim = dim
+        self._max_batch = max_batch
+        self._meter = UsageMeter(model)
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return self._dim
 
     @property
     def max_batch(self) -> int:

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from embedder.metered import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -248,7 +248,18 @@ def truncating_tokenizer(path: Path, max_seq_length: int) -> Tokenizer:
     return tokenizer
 
 
-class MiniLMEmbedder(MeteredEmbedder):
+class TokenizingEmbedder(MeteredEmbedder):
+    """A local model that tokenizes in-process: both local models expose ``tokenize`` (the chunker and
+    the benches count model tokens with it) over their ``truncating_tokenizer``."""
+
+    _tokenizer: Tokenizer
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, with [CLS]/[SEP], truncated to ``max_seq_length``."""
+        return [enc.ids for enc in self._tokenizer.encode_batch(list(texts))]
+
+
+class MiniLMEmbedder(TokenizingEmbedder):
     """``Embedder`` for all-MiniLM-L6-v2 (dim 384). Model id ``local/all-MiniLM-L6-v2``.
 
     ``tokens`` in usage are the model tokens processed, [CLS]/[SEP] included, after truncation.
@@ -266,21 +277,8 @@ class MiniLMEmbedder(MeteredEmbedder):
         directory = Path(model_dir) if model_dir is not None else wheel_model_dir()
         self._weights = BertWeights.load(directory)
         self._tokenizer = truncating_tokenizer(directory / "tokenizer.json", max_seq_length)
-        self._max_batch = max_batch
-        self._meter = UsageMeter(MODEL_ID)
+        self._identify(MODEL_ID, int(self._weights.word.shape[1]), max_batch)
         self._lock = asyncio.Lock()
-
-    @property
-    def model(self) -> str:
-        return MODEL_ID
-
-    @property
-    def dim(self) -> int:
-        return int(self._weights.word.shape[1])
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, with [CLS]/[SEP], truncated to ``max_seq_length``."""
-        return [enc.ids for enc in self._tokenizer.encode_batch(list(texts))]
 
     def encode(self, texts: Sequence[str]) -> tuple[F32, int, int]:
         """Synchronous core: ``(vectors (N, dim), batches run, tokens processed)``."""

@@ -27,7 +27,7 @@ import httpx
 import openai
 from pydantic import SecretStr
 
-from embedder.metered import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder
 from services.errors import VendorError, VendorRejectedError
 
 _TRANSIENT_STATUS = frozenset({408, 429})
@@ -65,11 +65,8 @@ class OpenAICompatEmbedder(MeteredEmbedder):
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
         self._vendor_model = model
-        self._dim = dim
         self._dimensions = dimensions
-        self._max_batch = max_batch
-        self._model = f"openai/{model}" if dimensions is None else f"openai/{model}@{dimensions}"
-        self._meter = UsageMeter(self._model)
+        self._identify(f"openai/{model}" if dimensions is None else f"openai/{model}@{dimensions}", dim, max_batch)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=key or _NO_KEY,
@@ -77,14 +74,6 @@ class OpenAICompatEmbedder(MeteredEmbedder):
             max_retries=max_retries,
             http_client=cast(Any, http_client),  # the client accepts httpx or httpx2 clients
         )
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dim(self) -> int:
-        return self._dim
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []

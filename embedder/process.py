@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from embedder.metered import MeteredEmbedder, UsageMeter
+from embedder.metered import MeteredEmbedder
 from services.errors import ConfigurationError
 from services.ports import Embedder
 
@@ -74,17 +74,8 @@ class ProcessEmbedder(MeteredEmbedder):
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
             raise
-        self._model, self._dim, self._max_batch = described
-        self._meter = UsageMeter(self._model)
+        self._identify(*described)
         self.provider = provider
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def dim(self) -> int:
-        return self._dim
 
     async def _call(self, texts: Sequence[str], queries: bool) -> list[list[float]]:
         if not texts:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from extractor.links import EntityRef, ExtractedLink, dedup_links, link_allowed
@@ -215,25 +215,10 @@ def _confidence(raw: object) -> float:
 
 
 def _with_span(link: ExtractedLink, evidence: object, text: str, offset: int) -> ExtractedLink:
+    """``link`` spanning where its evidence (else its subject's name) first occurs in ``text``, else all of it."""
     for needle in (evidence, link.subject.name):
         if isinstance(needle, str) and needle.strip():
             at = text.find(needle.strip())
             if at != -1:
-                return ExtractedLink(
-                    link.subject,
-                    link.predicate,
-                    link.object,
-                    link.value,
-                    link.confidence,
-                    (offset + at, offset + at + len(needle.strip())),
-                    link.rule,
-                )
-    return ExtractedLink(
-        link.subject,
-        link.predicate,
-        link.object,
-        link.value,
-        link.confidence,
-        (offset, offset + len(text)),
-        link.rule,
-    )
+                return replace(link, span=(offset + at, offset + at + len(needle.strip())))
+    return replace(link, span=(offset, offset + len(text)))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from schemas.envelope import Person
+from services.db.pairs import PAIR_IN, ids_by_pair
 from services.ids import person_id
 
 
@@ -40,15 +41,10 @@ async def resolve_people(
     """Return a person id per input (same order), creating people and aliases as needed."""
     if not people:
         return []
-    all_keys = sorted({(ns, v) for p in people for ns, v, _ in p.keys})
-    rows = await conn.fetch(
-        "SELECT namespace, value, person_id FROM person_aliases"
-        " WHERE workspace = $1 AND (namespace, value) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
-        workspace,
-        [k[0] for k in all_keys],
-        [k[1] for k in all_keys],
+    sql = (
+        f"SELECT namespace, value, person_id FROM person_aliases WHERE workspace = $1 AND (namespace, value) {PAIR_IN}"
     )
-    known: dict[tuple[str, str], uuid.UUID] = {(r["namespace"], r["value"]): r["person_id"] for r in rows}
+    known = await ids_by_pair(conn, sql, workspace, ((ns, v) for p in people for ns, v, _ in p.keys))
     result: list[uuid.UUID] = []
     new_people: dict[uuid.UUID, PersonInput] = {}
     new_aliases: list[tuple[str, str, str, uuid.UUID, bool, str]] = []

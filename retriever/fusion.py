@@ -3,7 +3,7 @@ see :mod:`retriever.ranking` for why CC."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from retriever.hits import CC_WEIGHTS, RRF_K, RRF_WEIGHTS, SCORE_FLOORS, Fused, RankConfig
 
@@ -15,18 +15,27 @@ def rrf_fuse(arms: Mapping[str, Sequence[str]], weights: Mapping[str, float] | N
     are ignored. ``order`` sorts by fused score descending, then id ascending.
     """
     w = RRF_WEIGHTS if weights is None else weights
+    return _combine(arms, w, lambda _arm, first, weight: {cid: weight / (k + r) for cid, r in first.items()})
+
+
+def _combine(
+    arms: Mapping[str, Sequence[str]],
+    weights: Mapping[str, float],
+    weighted: Callable[[str, dict[str, int], float], Mapping[str, float]],
+) -> Fused:
+    """What both fusions share: arms without a positive weight ignored, each arm's ids at their first (best)
+    rank, the ``weighted(arm, first ranks, weight)`` contributions summed per id in arm-name order, and the
+    order by fused score descending, then id ascending."""
     scores: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}
     for arm in sorted(arms):
-        weight = w.get(arm, 0.0)
+        weight = weights.get(arm, 0.0)
         if weight <= 0:
             continue
-        for rank, cid in enumerate(arms[arm], start=1):
-            per_id = ranks.setdefault(cid, {})
-            if arm in per_id:
-                continue
-            per_id[arm] = rank
-            scores[cid] = scores.get(cid, 0.0) + weight / (k + rank)
+        first = _first_ranks(arms[arm])
+        for cid, value in weighted(arm, first, weight).items():
+            ranks.setdefault(cid, {})[arm] = first[cid]
+            scores[cid] = scores.get(cid, 0.0) + value
     order = tuple(sorted(scores, key=lambda cid: (-scores[cid], cid)))
     return Fused(scores=scores, arm_ranks=ranks, order=order)
 
@@ -66,13 +75,8 @@ def cc_fuse(
     w = CC_WEIGHTS if weights is None else weights
     given = arm_scores or {}
     bounds = SCORE_FLOORS if floors is None else floors
-    scores: dict[str, float] = {}
-    ranks: dict[str, dict[str, int]] = {}
-    for arm in sorted(arms):
-        weight = w.get(arm, 0.0)
-        if weight <= 0:
-            continue
-        first = _first_ranks(arms[arm])
+
+    def weighted(arm: str, first: dict[str, int], weight: float) -> dict[str, float]:
         n = len(first)
         if arm in given:
             known = {cid: float(given[arm][cid]) for cid in first if cid in given[arm]}
@@ -82,11 +86,9 @@ def cc_fuse(
         else:
             raw = {cid: (n - rank + 1) / n for cid, rank in first.items()}
             floor = 0.0
-        for cid, value in normalise(raw, floor).items():
-            ranks.setdefault(cid, {})[arm] = first[cid]
-            scores[cid] = scores.get(cid, 0.0) + weight * value
-    order = tuple(sorted(scores, key=lambda cid: (-scores[cid], cid)))
-    return Fused(scores=scores, arm_ranks=ranks, order=order)
+        return {cid: weight * value for cid, value in normalise(raw, floor).items()}
+
+    return _combine(arms, w, weighted)
 
 
 def fuse(

@@ -6,6 +6,7 @@ connection, concurrently; every step is timed (diagnostics, metrics, a span per 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -175,7 +176,8 @@ class PassageSearcher:
         """:meth:`search_once`; when a date the planner read from the query (never the host's filters) leaves
         no passage, once more without it, the date's period only boosting (``temporal_relaxed``): a typed
         date is a hint, and a hard cut-off that empties the answer throws the evidence away (issue 26)."""
-        found = await self.search_once(
+        once = functools.partial(
+            self.search_once,
             query=query,
             workspace=workspace,
             filters=filters,
@@ -183,27 +185,15 @@ class PassageSearcher:
             arms=arms,
             viewer=viewer,
             own=own,
-            axes=axes,
             now=now,
             author_ids=author_ids,
             participant_ids=participant_ids,
         )
+        found = await once(axes=axes)
         relaxed = relax_planner_bounds(axes, filters)
         if found.ranked or relaxed is None:
             return found
-        again = await self.search_once(
-            query=query,
-            workspace=workspace,
-            filters=filters,
-            limit=limit,
-            arms=arms,
-            viewer=viewer,
-            own=own,
-            axes=relaxed,
-            now=now,
-            author_ids=author_ids,
-            participant_ids=participant_ids,
-        )
+        again = await once(axes=relaxed)
         again.diagnostics["temporal_relaxed"] = True
         return again
 

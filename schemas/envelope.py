@@ -21,6 +21,7 @@ from pydantic import (
 
 from orgmem_sdk.validation import PRINCIPAL_RE as PRINCIPAL_RE  # one source: the SDK's value rules
 from orgmem_sdk.validation import Principal as Principal
+from orgmem_sdk.validation import principal_set
 from schemas.procedures import ProcedureSpec
 from schemas.validation import MAX_NESTING, Rejected, check_structured, field_errors, load_json, scan, storable_value
 
@@ -134,7 +135,7 @@ class Acl(_Strict):
     @field_validator("principals")
     @classmethod
     def _dedup(cls, v: list[str]) -> list[str]:
-        return sorted({p.lower() for p in v})
+        return principal_set(v)
 
     @field_validator("acl_event_time")
     @classmethod
@@ -162,7 +163,7 @@ class Membership(_Strict):
     @field_validator("added", "removed")
     @classmethod
     def _members(cls, v: list[str]) -> list[str]:
-        return sorted({p.lower() for p in v})
+        return principal_set(v)
 
 
 class ChangeEnvelope(_Strict):

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from orgmem_sdk.validation import principal_set
+
 ProcName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Step = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
 ToolName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
@@ -62,7 +64,7 @@ class CreateProcedureRequest(ProcedureSpec):
     @field_validator("scope")
     @classmethod
     def _norm(cls, v: list[str]) -> list[str]:
-        return sorted({p.lower() for p in v})
+        return principal_set(v)
 
 
 class ProcedureAccepted(BaseModel):

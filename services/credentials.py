@@ -48,6 +48,7 @@ MAX_CACHED = 10_000
 WORKSPACE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 M = TypeVar("M", bound=BaseModel)
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,19 +205,8 @@ class KeyStore:
             return DEV_CREDENTIAL
         if not KEY_RE.match(key):
             return None
-        digest = secret_sha256(key)
-        now = time.monotonic()
-        hit = self._by_hash.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        async with self._pool_of().acquire() as conn:
-            row = await conn.fetchrow(
-                "SELECT id, name, scopes, workspace FROM api_keys WHERE secret_sha256 = $1 AND revoked_at IS NULL",
-                digest,
-            )
-        cred = _credential(row) if row else None
-        _put(self._by_hash, digest, (now + self.ttl_s, cred))
-        return cred
+        sql = "SELECT id, name, scopes, workspace FROM api_keys WHERE secret_sha256 = $1 AND revoked_at IS NULL"
+        return await self._cached(self._by_hash, secret_sha256(key), sql, _credential)
 
     async def verifier(self, key_id: str) -> tuple[Credential, bytes] | None:
         """The credential and RPC verifier of key ``key_id``; ``None`` for an unknown or revoked one."""
@@ -224,24 +214,25 @@ class KeyStore:
             return (DEV_CREDENTIAL, self._dev_signing) if self._dev_signing else None
         if not re.fullmatch(r"[0-9a-f]{12}", key_id):
             return None
+        sql = "SELECT id, name, scopes, workspace, rpc_verifier FROM api_keys WHERE id = $1 AND revoked_at IS NULL"
+        return await self._cached(self._by_id, key_id, sql, lambda row: (_credential(row), bytes(row["rpc_verifier"])))
+
+    async def _cached(
+        self, cache: dict[str, tuple[float, V | None]], key: str, sql: str, shape: Callable[[asyncpg.Record], V]
+    ) -> V | None:
+        """The live key row ``sql`` finds for ``key``, shaped, remembered for ``ttl_s`` (a miss too: a revoked or
+        unknown key is not re-read on every request within the TTL)."""
         now = time.monotonic()
-        hit = self._by_id.get(key_id)
+        hit = cache.get(key)
         if hit is not None and hit[0] > now:
             return hit[1]
         async with self._pool_of().acquire() as conn:
-            row = await conn.fetchrow(
-                "SELECT id, name, scopes, workspace, rpc_verifier FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
-                key_id,
-            )
-        found = (_credential(row), bytes(row["rpc_verifier"])) if row else None
-        _put(self._by_id, key_id, (now + self.ttl_s, found))
+            row = await conn.fetchrow(sql, key)
+        found = shape(row) if row else None
+        if len(cache) >= MAX_CACHED:
+            cache.clear()  # bounded: a flood of unknown keys cannot grow the process
+        cache[key] = (now + self.ttl_s, found)
         return found
-
-
-def _put(cache: dict[str, Any], k: str, v: Any) -> None:
-    if len(cache) >= MAX_CACHED:
-        cache.clear()  # bounded: a flood of unknown keys cannot grow the process
-    cache[k] = v
 
 
 # ---- workspace from the credential ------------------------------------------------------------------------

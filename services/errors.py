@@ -49,24 +49,34 @@ class ConfigurationError(OrgMemoryError):
     """Invalid or missing configuration. The process stops at boot naming the setting."""
 
 
-class InvalidPayloadError(PermanentError):
+class FieldError(PermanentError):
+    """A client error about one input: ``field`` names it (the 4xx body's ``field``, and in ``context``)."""
+
+    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
+        super().__init__(message, field=field, **context)
+        self.field = field
+
+
+class RefusedError(OrgMemoryError):
+    """A request refused with a status its raiser decides (403, 404, 409, 422) and the field at fault; the
+    app's ``OrgMemoryError`` handler answers with both."""
+
+    def __init__(self, message: str, *, status: int, field: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+class InvalidPayloadError(FieldError):
     """A message or request body failed validation. ``field`` names the culprit."""
 
     status = 422
 
-    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
-        super().__init__(message, field=field, **context)
-        self.field = field
 
-
-class NotFoundError(PermanentError):
+class NotFoundError(FieldError):
     """Nothing the viewer may see has this id or name (a 404: never says whether it exists)."""
 
     status = 404
-
-    def __init__(self, message: str, *, field: str | None = None, **context: Any) -> None:
-        super().__init__(message, field=field, **context)
-        self.field = field
 
 
 class UnresolvedAuthorError(PermanentError):
@@ -95,14 +105,13 @@ class SchemaVersionError(ConfigurationError):
     """The database schema is not at the version this code expects."""
 
 
-class IdempotencyConflictError(PermanentError):
+class IdempotencyConflictError(FieldError):
     """An ``envelope_id`` (the idempotency key) re-used with different content: a client error."""
 
     status = 409
 
     def __init__(self, message: str, *, field: str = "envelope_id", **context: Any) -> None:
         super().__init__(message, field=field, **context)
-        self.field = field
 
 
 class BusyError(TransientError):

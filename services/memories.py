@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+from aiokafka.structs import RecordMetadata
 
 from schemas.envelope import ChangeEnvelope
 from schemas.memory import (
@@ -158,13 +159,18 @@ class MemoryService:
         MEMORY_WRITES.labels("accepted").inc(len(out))
         return RememberBatchResponse(memories=out)
 
-    async def _publish(self, req: RememberRequest, env: ChangeEnvelope) -> RememberResponse:
-        meta = await self.publisher.send(
+    async def _send(self, env: ChangeEnvelope) -> RecordMetadata:
+        """Publish one envelope on the ingest topic the way the HTTP door does (key, ``x-envelope-id``), so a
+        memory write is an ordinary envelope to the pipeline."""
+        return await self.publisher.send(
             self.topic,
             env.model_dump_json().encode(),
             key=env.key.encode(),
             headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
         )
+
+    async def _publish(self, req: RememberRequest, env: ChangeEnvelope) -> RememberResponse:
+        meta = await self._send(env)
         return RememberResponse(
             memory_id=env.source.external_id,
             scope=req.scope,
@@ -225,12 +231,7 @@ class MemoryService:
                 "acl": {"principals": list(row["principals"]), "acl_event_time": now.isoformat()},
             }
         )
-        meta = await self.publisher.send(
-            self.topic,
-            env.model_dump_json().encode(),
-            key=env.key.encode(),
-            headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
-        )
+        meta = await self._send(env)
         MEMORY_WRITES.labels("updated").inc()
         return UpdateMemoryResponse(
             memory_id=req.memory_id,
@@ -275,12 +276,7 @@ class MemoryService:
                 "event_time": now.isoformat(),
             }
         )
-        meta = await self.publisher.send(
-            self.topic,
-            env.model_dump_json().encode(),
-            key=env.key.encode(),
-            headers={"x-event-type": "envelope", "x-envelope-id": str(env.envelope_id)},
-        )
+        meta = await self._send(env)
         MEMORY_WRITES.labels("forgotten").inc()
         return ForgetResponse(
             memory_id=mid,

@@ -27,7 +27,7 @@ import asyncpg
 from schemas.procedure_proposals import ProcedureProposal, ProcedureProposalList, ProposeProcedureRequest
 from schemas.procedures import ProcedureSpec
 from services import procedures
-from services.errors import OrgMemoryError
+from services.errors import RefusedError
 from services.hierarchy import OrgHierarchy
 from services.ids import document_id
 from services.memories import AGENT_SYSTEM
@@ -43,11 +43,9 @@ _VISIBLE = (
 )
 
 
-class ProposalError(OrgMemoryError):
-    def __init__(self, message: str, *, status: int, field: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
+class ProposalError(RefusedError):
+    """A refused proposal call: no user principal, a scope that cannot see a source, an unknown or already
+    decided proposal, a decider without the whole scope."""
 
 
 def _proposal(r: Mapping[str, Any], *, created: bool = True) -> ProcedureProposal:

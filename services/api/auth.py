@@ -17,7 +17,10 @@
 
 from __future__ import annotations
 
-from fastapi import Header, HTTPException, Request, status
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Request, status
 
 from schemas.envelope import PRINCIPAL_RE
 from services import directory
@@ -101,16 +104,25 @@ async def viewer_for(
     return Viewer(pid, groups, roles)
 
 
-async def require_viewer(
-    request: Request,
-    x_api_key: str | None = Header(default=None),
-    x_principal_id: str | None = Header(default=None),
-    x_principal_groups: str | None = Header(default=None),
-    x_principal_roles: str | None = Header(default=None),
-) -> Viewer:
+@dataclass(frozen=True, slots=True)
+class CallerHeaders:
+    """The headers naming a caller (the key, and the human the gateway asserts): one declaration for the
+    viewer and the admin dependencies, and what the MCP door reads from its raw headers."""
+
+    x_api_key: str | None = Header(default=None)
+    x_principal_id: str | None = Header(default=None)
+    x_principal_groups: str | None = Header(default=None)
+    x_principal_roles: str | None = Header(default=None)
+
+    async def viewer(self, request: Request, scope: str) -> Viewer:
+        """The viewer of a key holding ``scope`` (401 / 403 otherwise)."""
+        cred = await _scoped(request, self.x_api_key, scope)
+        return await viewer_for(request, cred, self.x_principal_id, self.x_principal_groups, self.x_principal_roles)
+
+
+async def require_viewer(request: Request, caller: Annotated[CallerHeaders, Depends()]) -> Viewer:
     """Agent routes (tools, memory writes, graph reads): a key with the ``agent`` scope."""
-    cred = await _scoped(request, x_api_key, "agent")
-    return await viewer_for(request, cred, x_principal_id, x_principal_groups, x_principal_roles)
+    return await caller.viewer(request, "agent")
 
 
 async def directory_groups(request: Request, principal_id: str) -> tuple[str, ...]:
@@ -119,16 +131,9 @@ async def directory_groups(request: Request, principal_id: str) -> tuple[str, ..
     return await directory.directory_groups(request.app.state.runtime.pool, static, principal_id)
 
 
-async def require_admin(
-    request: Request,
-    x_api_key: str | None = Header(default=None),
-    x_principal_id: str | None = Header(default=None),
-    x_principal_groups: str | None = Header(default=None),
-    x_principal_roles: str | None = Header(default=None),
-) -> Viewer:
+async def require_admin(request: Request, caller: Annotated[CallerHeaders, Depends()]) -> Viewer:
     """Operator routes: a key with the ``admin`` scope, and the ``admin`` role for the human."""
-    cred = await _scoped(request, x_api_key, "admin")
-    viewer = await viewer_for(request, cred, x_principal_id, x_principal_groups, x_principal_roles)
+    viewer = await caller.viewer(request, "admin")
     if not viewer.is_admin:
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="admin route: X-Principal-Roles: admin required")
     return viewer

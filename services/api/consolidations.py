@@ -6,14 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 
 from schemas.consolidation import ConsolidationList, UndoResult
 from schemas.tools import Workspace
 from schemas.validation import BoundedDatetime
-from services.api.auth import require_viewer
+from services.api.deps import ViewerDep, runtime_of
 from services.consolidation.run import ConsolidationError, list_consolidations, undo_consolidation
-from services.viewer import Viewer
 
 router = APIRouter(prefix="/v1/consolidations", tags=["memory"])
 
@@ -21,21 +20,19 @@ router = APIRouter(prefix="/v1/consolidations", tags=["memory"])
 @router.get("", response_model=ConsolidationList)
 async def list_route(
     request: Request,
-    viewer: Annotated[Viewer, Depends(require_viewer)],
+    viewer: ViewerDep,
     workspace: Workspace = "default",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: BoundedDatetime | None = None,
 ) -> ConsolidationList:
-    rt = request.app.state.runtime
+    rt = runtime_of(request)
     principals = None if viewer.is_admin else list(viewer.expand(rt.hierarchy))
     return await list_consolidations(rt.pool, workspace, principals, limit=limit, before=before)
 
 
 @router.post("/{consolidation_id}/undo", response_model=UndoResult)
-async def undo_route(
-    consolidation_id: uuid.UUID, request: Request, viewer: Annotated[Viewer, Depends(require_viewer)]
-) -> UndoResult:
-    rt = request.app.state.runtime
+async def undo_route(consolidation_id: uuid.UUID, request: Request, viewer: ViewerDep) -> UndoResult:
+    rt = runtime_of(request)
     try:
         return await undo_consolidation(
             rt.pool,

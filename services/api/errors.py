@@ -8,7 +8,7 @@ encodable), and every message is made UTF-8 safe. ``responses(...)`` documents t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -21,6 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retriever.rpc import error_status
 from services.errors import ObjectStoreError, OrgMemoryError
+
+ExceptionHandler = Callable[[Request, Exception], Awaitable[JSONResponse]]
 
 # the field an error names when the raiser named none
 DEFAULT_FIELD = {
@@ -149,40 +151,21 @@ async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, exc.detail, getattr(exc, "headers", None))
 
 
-async def _on_budget(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(
-        503,
-        {"field": "database", "msg": "the request's database time budget ran out", "type": "budget_exhausted"},
-        {"Retry-After": "1"},
-    )
+def _unavailable(field: str, msg: str, kind: str = "unavailable") -> ExceptionHandler:
+    """A 503 naming the dependency (``field``) that failed the request, retryable after a second;
+    ``msg`` gets the exception's type name as ``{}``."""
+
+    async def handler(request: Request, exc: Exception) -> JSONResponse:
+        detail = {"field": field, "msg": msg.format(type(exc).__name__), "type": kind}
+        return error_response(503, detail, {"Retry-After": "1"})
+
+    return handler
 
 
-async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(
-        503,
-        {"field": "database", "msg": f"database unavailable ({type(exc).__name__})", "type": "unavailable"},
-        {"Retry-After": "1"},
-    )
-
-
-async def _on_broker_down(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(
-        503,
-        {
-            "field": "broker",
-            "msg": f"the broker did not accept the record ({type(exc).__name__})",
-            "type": "unavailable",
-        },
-        {"Retry-After": "1"},
-    )
-
-
-async def _on_store_down(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(
-        503,
-        {"field": "object_store", "msg": f"object store unavailable ({type(exc).__name__})", "type": "unavailable"},
-        {"Retry-After": "1"},
-    )
+_on_budget = _unavailable("database", "the request's database time budget ran out", "budget_exhausted")
+_on_database_down = _unavailable("database", "database unavailable ({})")
+_on_broker_down = _unavailable("broker", "the broker did not accept the record ({})")
+_on_store_down = _unavailable("object_store", "object store unavailable ({})")
 
 
 # What a request meets when Postgres is gone: a refused or reset socket (OSError), a connection lost mid-query,

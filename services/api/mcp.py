@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from retriever.rpc import error_status
 from schemas.envelope import Principal
 from services.api import catalogue, tool_contract
-from services.api.auth import CREDENTIAL_STATE, credential_of, require_viewer, viewer_for
+from services.api.auth import CREDENTIAL_STATE, CallerHeaders, credential_of, viewer_for
 from services.api.errors import error_response
 from services.api.mcp_render import render
 from services.api.tool_contract import CatalogueTool
@@ -203,13 +203,10 @@ class McpAuth:
                 cred = Credential("mcp-token", "MCP_TOKENS_PATH bearer token", scopes, principal.workspace)
                 viewer = await viewer_for(request, cred, principal.principal_id, groups, roles)
             else:
-                viewer = await require_viewer(
-                    request,
-                    h.get("x-api-key"),
-                    h.get("x-principal-id"),
-                    h.get("x-principal-groups"),
-                    h.get("x-principal-roles"),
+                caller = CallerHeaders(
+                    h.get("x-api-key"), h.get("x-principal-id"), h.get("x-principal-groups"), h.get("x-principal-roles")
                 )
+                viewer = await caller.viewer(request, "agent")
                 cred = await credential_of(request, h.get("x-api-key"))
         except HTTPException as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, status
+from fastapi import APIRouter, Query, Request, status
 
 from schemas.procedure_proposals import (
     DecideProposalRequest,
@@ -20,17 +20,11 @@ from schemas.procedure_proposals import (
 from schemas.tools import Workspace
 from schemas.validation import BoundedDatetime
 from services import procedure_proposals as proposals
-from services.api.auth import require_viewer
+from services.api.deps import ViewerDep, runtime_of
 from services.runtime import Runtime
 from services.viewer import Viewer
 
 router = APIRouter(prefix="/v1/procedure-proposals", tags=["procedural memory"])
-ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-
-
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
 
 
 async def run_propose_procedure(rt: Runtime, viewer: Viewer, req: ProposeProcedureRequest) -> ProcedureProposal:
@@ -40,7 +34,7 @@ async def run_propose_procedure(rt: Runtime, viewer: Viewer, req: ProposeProcedu
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProcedureProposal)
 async def propose_route(body: ProposeProcedureRequest, request: Request, viewer: ViewerDep) -> ProcedureProposal:
-    return await run_propose_procedure(_runtime(request), viewer, body)
+    return await run_propose_procedure(runtime_of(request), viewer, body)
 
 
 @router.get("", response_model=ProcedureProposalList)
@@ -52,7 +46,7 @@ async def list_route(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: BoundedDatetime | None = None,
 ) -> ProcedureProposalList:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     principals = viewer.expand(rt.hierarchy)
     return await proposals.list_proposals(
         rt.pool, workspace, principals, status=proposal_status, limit=limit, before=before
@@ -63,7 +57,7 @@ async def list_route(
 async def get_route(
     proposal_id: uuid.UUID, request: Request, viewer: ViewerDep, workspace: Workspace = "default"
 ) -> ProcedureProposal:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     return await proposals.get_proposal(rt.pool, workspace, proposal_id, viewer.expand(rt.hierarchy))
 
 
@@ -76,7 +70,7 @@ def _decision(approve: bool) -> Any:
         workspace: Workspace = "default",
     ) -> ProcedureProposal:
         reason = body.reason if body else None
-        rt = _runtime(request)
+        rt = runtime_of(request)
         return await proposals.decide(rt, viewer, workspace, proposal_id, approve=approve, reason=reason)
 
     return decide

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Request, status
 
 from retriever.procedures_search import search_procedures
 from retriever.wiring import get_service
@@ -25,27 +24,20 @@ from schemas.procedures import (
     SearchProceduralMemoryResponse,
 )
 from services import procedures
-from services.api.auth import require_viewer
+from services.api.deps import ViewerDep, WorkspaceQuery, runtime_of
 from services.runtime import Runtime
 from services.viewer import Viewer
 
 router = APIRouter(tags=["procedural memory"])
-ViewerDep = Annotated[Viewer, Depends(require_viewer)]
-WORKSPACE_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-
-
-def _runtime(request: Request) -> Runtime:
-    rt: Runtime = request.app.state.runtime
-    return rt
 
 
 def _scope(request: Request, viewer: Viewer, asked: list[str]) -> list[str]:
-    return procedures.caller_scope(_runtime(request).hierarchy.expand(viewer.principals), viewer.principal_id, asked)
+    return procedures.caller_scope(runtime_of(request).hierarchy.expand(viewer.principals), viewer.principal_id, asked)
 
 
 @router.post("/v1/procedural-memories", status_code=status.HTTP_202_ACCEPTED, response_model=ProcedureAccepted)
 async def create_procedure(body: CreateProcedureRequest, request: Request, viewer: ViewerDep) -> ProcedureAccepted:
-    rt = _runtime(request)
+    rt = runtime_of(request)
     scope = _scope(request, viewer, body.scope)
     spec = ProcedureSpec.model_validate(body.model_dump(include=set(ProcedureSpec.model_fields)))
     env = procedures.upsert_envelope(body.workspace, spec, scope, author_principal=viewer.principal_id)
@@ -76,9 +68,9 @@ async def get_procedure(
     procedure_id: uuid.UUID,
     request: Request,
     viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+    workspace: WorkspaceQuery = "default",
 ) -> ProcedureDetail:
-    return await _visible(_runtime(request), request, viewer, workspace, procedure_id)
+    return await _visible(runtime_of(request), request, viewer, workspace, procedure_id)
 
 
 @router.delete(
@@ -88,10 +80,10 @@ async def delete_procedure(
     procedure_id: uuid.UUID,
     request: Request,
     viewer: ViewerDep,
-    workspace: Annotated[str, Query(max_length=64, pattern=WORKSPACE_PATTERN)] = "default",
+    workspace: WorkspaceQuery = "default",
 ) -> ProcedureAccepted:
     """Tombstone (idempotent): the document stays, search stops returning it, versions are kept."""
-    rt = _runtime(request)
+    rt = runtime_of(request)
     detail = await _visible(rt, request, viewer, workspace, procedure_id)
     latest = detail.versions[0]
     _scope(request, viewer, latest.scope)  # only someone holding the whole scope may delete

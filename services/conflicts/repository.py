@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from services.conflicts.resolution import SlotFact, SlotUpdate, target_key
+from services.db.pairs import PAIR_IN, ids_by_pair
 from services.names import normalize_name
 
 STAGE = "conflicts"
@@ -208,17 +209,8 @@ async def ensure_entities(
 async def aliases(
     conn: asyncpg.Connection, workspace: str, keys: Iterable[tuple[str, str]]
 ) -> dict[tuple[str, str], uuid.UUID]:
-    wanted = sorted(set(keys))
-    if not wanted:
-        return {}
-    rows = await conn.fetch(
-        "SELECT type, alias, entity_id FROM entity_aliases WHERE workspace = $1"
-        " AND (type, alias) IN (SELECT * FROM unnest($2::text[], $3::text[]))",
-        workspace,
-        [k[0] for k in wanted],
-        [k[1] for k in wanted],
-    )
-    return {(r["type"], r["alias"]): r["entity_id"] for r in rows}
+    sql = f"SELECT type, alias, entity_id FROM entity_aliases WHERE workspace = $1 AND (type, alias) {PAIR_IN}"
+    return await ids_by_pair(conn, sql, workspace, keys)
 
 
 async def replace_entity_evidence(

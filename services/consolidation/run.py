@@ -16,17 +16,15 @@ import asyncpg
 from schemas.consolidation import Consolidation, ConsolidationList, ConsolidationReport, PlannedMerge, UndoResult
 from services.consolidation import repository as repo
 from services.consolidation.rules import plan
-from services.errors import OrgMemoryError
+from services.errors import RefusedError
 from services.settings import Settings
 
 log = logging.getLogger("orgmem.consolidation")
 
 
-class ConsolidationError(OrgMemoryError):
-    def __init__(self, message: str, *, status: int, field: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
+class ConsolidationError(RefusedError):
+    """A refused consolidation call: an unseen source, an unknown consolidation, one already undone, a caller
+    who is neither its author nor an admin."""
 
 
 async def consolidate(

@@ -108,24 +108,32 @@ async def record_refusal(conn: asyncpg.Connection, *, workspace: str, model: str
 async def spend_rows(
     conn: asyncpg.Connection, *, workspace: str | None, since: date | None, until: date | None
 ) -> list[dict[str, Any]]:
-    rows = await conn.fetch(
-        "SELECT day, workspace, provider, model, purpose, calls, items, tokens FROM spend"
-        " WHERE ($1::text IS NULL OR workspace = $1) AND ($2::date IS NULL OR day >= $2)"
-        " AND ($3::date IS NULL OR day <= $3) ORDER BY day DESC, workspace, provider, model, purpose LIMIT 10000",
-        workspace,
-        since,
-        until,
-    )
-    return [dict(r) for r in rows]
+    columns = "day, workspace, provider, model, purpose, calls, items, tokens"
+    return await _daily(conn, "spend", columns, "provider, model, purpose", workspace, since, until)
 
 
 async def refusals(
     conn: asyncpg.Connection, *, workspace: str | None, since: date | None, until: date | None
 ) -> list[dict[str, Any]]:
+    columns = "day, workspace, model, purpose, reason, count"
+    return await _daily(conn, "spend_refusals", columns, "model, purpose, reason", workspace, since, until)
+
+
+async def _daily(
+    conn: asyncpg.Connection,
+    table: str,
+    columns: str,
+    order: str,
+    workspace: str | None,
+    since: date | None,
+    until: date | None,
+) -> list[dict[str, Any]]:
+    """Rows of a per-day ledger (``spend``, ``spend_refusals``) in an optional workspace and day window, newest
+    day first, at most 10 000. ``table``, ``columns`` and ``order`` are this module's constants, never input."""
     rows = await conn.fetch(
-        "SELECT day, workspace, model, purpose, reason, count FROM spend_refusals"
+        f"SELECT {columns} FROM {table}"
         " WHERE ($1::text IS NULL OR workspace = $1) AND ($2::date IS NULL OR day >= $2)"
-        " AND ($3::date IS NULL OR day <= $3) ORDER BY day DESC, workspace, model, purpose, reason LIMIT 10000",
+        f" AND ($3::date IS NULL OR day <= $3) ORDER BY day DESC, workspace, {order} LIMIT 10000",
         workspace,
         since,
         until,

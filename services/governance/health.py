@@ -143,6 +143,11 @@ def fold_status(
     return ("degraded" if reasons else "ok"), reasons
 
 
+def _warning(workspace: str, kind: str, count: int, detail: str) -> list[dict[str, Any]]:
+    """One retention warning when ``count`` is non-zero, none otherwise (the list to extend with)."""
+    return [{"workspace": workspace, "kind": kind, "count": count, "detail": detail}] if count else []
+
+
 async def admin_health(
     settings: Settings, pool: asyncpg.Pool, store: ObjectStore, stages: dict[str, str]
 ) -> dict[str, Any]:
@@ -157,34 +162,15 @@ async def admin_health(
         async with pool.acquire() as conn:
             alerts = await budgets.alerts(conn)
             for w in await retention_policies.due_summary_cached(conn, settings.db_schema):
-                if w["due"]:
-                    warnings.append(
-                        {
-                            "workspace": w["workspace"],
-                            "kind": "purge_due",
-                            "count": int(w["due"]),
-                            "detail": f"{w['due']} documents due for purge in {w['workspace']}",
-                        }
-                    )
-                if w["held"]:
-                    warnings.append(
-                        {
-                            "workspace": w["workspace"],
-                            "kind": "blocked_by_hold",
-                            "count": int(w["held"]),
-                            "detail": f"{w['held']} due documents in {w['workspace']} kept by a legal hold",
-                        }
-                    )
-            queued = await retention.blob_queue_size(conn)
-            if queued:
-                warnings.append(
-                    {
-                        "workspace": "*",
-                        "kind": "blob_queue",
-                        "count": queued,
-                        "detail": f"{queued} purged envelope lines not yet removed from the object store",
-                    }
+                ws = w["workspace"]
+                warnings += _warning(ws, "purge_due", int(w["due"]), f"{w['due']} documents due for purge in {ws}")
+                warnings += _warning(
+                    ws, "blocked_by_hold", int(w["held"]), f"{w['held']} due documents in {ws} kept by a legal hold"
                 )
+            queued = await retention.blob_queue_size(conn)
+            warnings += _warning(
+                "*", "blob_queue", queued, f"{queued} purged envelope lines not yet removed from the object store"
+            )
         if kafka_ok:
             stage_rows = await asyncio.wait_for(stage_health(settings, pool, stages), 30)
     status, reasons = fold_status(infra, stage_rows, alerts, warnings)

@@ -50,6 +50,17 @@ def header_key_is_utf8(key: str) -> bool:
     return True
 
 
+def _nullable_bytes(
+    buffer: Any, pos: int, decode_varint: Callable[[Any, int], tuple[int, int]]
+) -> tuple[bytes | None, int]:
+    """A varint-length-prefixed byte string at ``pos`` (a negative length is null: record keys and values, header
+    values), and the position after it."""
+    size, pos = decode_varint(buffer, pos)
+    if size < 0:
+        return None, pos
+    return bytes(buffer[pos : pos + size]), pos + size
+
+
 class _LenientKeyBatchPy(_DefaultRecordBatchPy):  # type: ignore[misc]  # @final in the stubs only
     """aiokafka's pure-Python v2 batch parser; header keys decoded with ``surrogateescape`` (lossless)."""
 
@@ -65,16 +76,8 @@ class _LenientKeyBatchPy(_DefaultRecordBatchPy):  # type: ignore[misc]  # @final
         timestamp = self.max_timestamp if log_append else self.first_timestamp + ts_delta
         offset_delta, pos = decode_varint(buffer, pos)
         offset = self.base_offset + offset_delta
-        key_len, pos = decode_varint(buffer, pos)
-        key: bytes | None = None
-        if key_len >= 0:
-            key = bytes(buffer[pos : pos + key_len])
-            pos += key_len
-        value_len, pos = decode_varint(buffer, pos)
-        value: bytes | None = None
-        if value_len >= 0:
-            value = bytes(buffer[pos : pos + value_len])
-            pos += value_len
+        key, pos = _nullable_bytes(buffer, pos, decode_varint)
+        value, pos = _nullable_bytes(buffer, pos, decode_varint)
         header_count, pos = decode_varint(buffer, pos)
         if header_count < 0:
             raise CorruptRecordException(f"Found invalid number of record headers {header_count}")
@@ -85,11 +88,7 @@ class _LenientKeyBatchPy(_DefaultRecordBatchPy):  # type: ignore[misc]  # @final
                 raise CorruptRecordException(f"Invalid negative header key size {h_key_len}")
             h_key = bytes(buffer[pos : pos + h_key_len]).decode("utf-8", "surrogateescape")
             pos += h_key_len
-            h_value_len, pos = decode_varint(buffer, pos)
-            h_value: bytes | None = None
-            if h_value_len >= 0:
-                h_value = bytes(buffer[pos : pos + h_value_len])
-                pos += h_value_len
+            h_value, pos = _nullable_bytes(buffer, pos, decode_varint)
             headers.append((h_key, h_value))
         if pos - start_pos != length:
             raise CorruptRecordException(

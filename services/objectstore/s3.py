@@ -7,6 +7,7 @@ retry policy (``ObjectStoreError`` is transient), so the client itself does not 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 
 import urllib3
@@ -31,24 +32,15 @@ class S3ObjectStore:
             maxsize=32,
         )
         self.bucket = bucket
-        self._client = Minio(
-            endpoint,
-            access_key=access_key,
-            secret_key=secret_key,
-            secure=secure,
-            region=region,
-            http_client=http,
+        minio = functools.partial(
+            Minio, endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region
         )
+        self._client = minio(http_client=http)
         # health probes (``ping``) get their own client: no retry, short timeouts, so an outage shows at once
-        self._probe = Minio(
-            endpoint,
-            access_key=access_key,
-            secret_key=secret_key,
-            secure=secure,
-            region=region,
+        self._probe = minio(
             http_client=urllib3.PoolManager(
                 timeout=urllib3.Timeout(connect=PROBE_CONNECT_S, read=PROBE_READ_S), retries=False, maxsize=2
-            ),
+            )
         )
         self._bucket_ready = False
 

@@ -32,8 +32,7 @@ from orgmem_sdk.errors import (
     ToolCallError,
     validated,
 )
-from orgmem_sdk.http_transport import HttpTransport
-from orgmem_sdk.kafka_transport import KafkaTransport, reply_topic
+from orgmem_sdk.kafka_transport import reply_topic
 from orgmem_sdk.memory_models import (
     ForgetRequest,
     ForgetResponse,
@@ -90,7 +89,7 @@ class _TextBody(BaseModel):
     text: str
 
 
-class OrgMemoryClient(HttpTransport, KafkaTransport, ProposalCalls):
+class OrgMemoryClient(ProposalCalls):
     def __init__(
         self,
         *,

@@ -33,7 +33,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from orgmem_sdk.adk import user_principal
 from orgmem_sdk.client import OrgMemoryClient
 from orgmem_sdk.errors import OrgMemoryClientError
-from orgmem_sdk.forks import ForkThrottle, Siblings
+from orgmem_sdk.forks import ClientLease, ForkThrottle, Siblings
 
 if TYPE_CHECKING:
     from google.adk.agents.invocation_context import InvocationContext
@@ -174,7 +174,7 @@ class SkillCuratorPlugin(BasePlugin):
         self.proposals: list[str] = []  # proposal ids filed (this process)
         self._runs: dict[str, RunStats] = {}
         self._siblings = Siblings("curator", log)
-        self._started = False
+        self._lease = ClientLease()
 
     @property
     def pending(self) -> int:
@@ -238,9 +238,7 @@ class SkillCuratorPlugin(BasePlugin):
         return None
 
     async def _propose(self, principal_id: str, body: dict[str, Any]) -> None:
-        if not self._started:
-            await self.client.start()
-            self._started = True
+        await self._lease.ready(self.client)
         fields = {k: v for k, v in body.items() if k not in ("title", "steps")}
         try:
             out = await self.client.propose_procedure(body["title"], body["steps"], principal_id=principal_id, **fields)
@@ -256,6 +254,4 @@ class SkillCuratorPlugin(BasePlugin):
     async def close(self) -> None:
         """ADK calls this when the runner closes: drain, then close the client if the curator started it."""
         await self.drain()
-        if self._started:
-            await self.client.close()
-            self._started = False
+        await self._lease.release(self.client)

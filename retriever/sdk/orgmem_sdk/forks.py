@@ -1,5 +1,6 @@
 """What every fire-and-forget fork of ours (the after-turn judge, the skill curator) shares: the seed's throttle
-(per fork type and session, the cap checked first, then the cooldown) and the sibling tasks with a capped drain."""
+(per fork type and session, the cap checked first, then the cooldown), the sibling tasks with a capped drain, and
+the client started on the first run and closed at shutdown only if the fork started it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,30 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Literal, Protocol
 
 Skip = Literal["cap", "cooldown"]
+
+
+class Startable(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class ClientLease:
+    """Whether the fork started its client: ``ready`` starts it on the first run (a fork built before the loop
+    runs cannot start it earlier); ``release`` closes it only if ``ready`` did, so a host's client stays the host's."""
+
+    def __init__(self) -> None:
+        self._started = False
+
+    async def ready(self, client: Startable) -> None:
+        if not self._started:
+            await client.start()
+            self._started = True
+
+    async def release(self, client: Startable) -> None:
+        if self._started:
+            await client.close()
+            self._started = False
 
 
 class ThrottleLimits(Protocol):

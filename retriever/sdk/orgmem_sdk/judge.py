@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from orgmem_sdk.adk import _event_text, user_principal
 from orgmem_sdk.client import OrgMemoryClient
 from orgmem_sdk.errors import OrgMemoryClientError
-from orgmem_sdk.forks import ForkThrottle, Siblings, Skip
+from orgmem_sdk.forks import ClientLease, ForkThrottle, Siblings, Skip
 
 if TYPE_CHECKING:
     from google.adk.agents.callback_context import CallbackContext
@@ -116,7 +116,7 @@ class JudgeCallback:
         self.throttle = JudgeThrottle(self.config, clock)
         self.runs = 0  # judge runs started
         self._siblings = Siblings("judge", log)
-        self._started = False
+        self._lease = ClientLease()
 
     @property
     def pending(self) -> int:
@@ -141,9 +141,7 @@ class JudgeCallback:
         return None
 
     async def _client(self) -> OrgMemoryClient:
-        if not self._started:
-            await self.client.start()
-            self._started = True
+        await self._lease.ready(self.client)
         return self.client
 
     def tools(self, principal_id: str, session_id: str) -> list[Any]:
@@ -225,9 +223,7 @@ class JudgeCallback:
     async def aclose(self) -> None:
         """Drain, then close the client if this callback started it."""
         await self.drain()
-        if self._started:
-            await self.client.close()
-            self._started = False
+        await self._lease.release(self.client)
 
 
 def judge_callback(

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from orgmem_sdk.models import Workspace
+from orgmem_sdk.validation import principal_set
 
 ProcName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 Step = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
@@ -56,7 +57,7 @@ class ProposeProcedureRequest(BaseModel):
     @field_validator("scope")
     @classmethod
     def _norm(cls, v: list[str]) -> list[str]:
-        return sorted({p.lower() for p in v})
+        return principal_set(v)
 
 
 class ProcedureProposal(BaseModel):

@@ -1,7 +1,7 @@
-"""Procedure proposals on the client (a mixin of :class:`orgmem_sdk.client.OrgMemoryClient`): ``propose_procedure``
-files a draft (``POST /v1/procedure-proposals``, or the ``propose_procedure`` RPC tool) that nobody can search until
-a human approves it; ``list_procedure_proposals``, ``approve_procedure_proposal`` and ``reject_procedure_proposal``
-are the reviewer's calls (HTTP only)."""
+"""Procedure proposals on the client (the base of :class:`orgmem_sdk.client.OrgMemoryClient`, over its two
+transports): ``propose_procedure`` files a draft (``POST /v1/procedure-proposals``, or the ``propose_procedure`` RPC
+tool) that nobody can search until a human approves it; ``list_procedure_proposals``, ``approve_procedure_proposal``
+and ``reject_procedure_proposal`` are the reviewer's calls (HTTP only)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from urllib.parse import quote, urlencode
 from pydantic import BaseModel
 
 from orgmem_sdk.errors import validated
+from orgmem_sdk.http_transport import HttpTransport
+from orgmem_sdk.kafka_transport import KafkaTransport
 from orgmem_sdk.procedure_models import (
     DecideProposalRequest,
     ProcedureProposal,
@@ -24,36 +26,14 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 
-class ProposalCalls:
-    transport: Literal["http", "kafka"]
+class ProposalCalls(HttpTransport, KafkaTransport):
+    """The proposal verbs over the client's two transports (``_retrying`` is the client's)."""
+
     timeout: float
 
-    if TYPE_CHECKING:  # provided by OrgMemoryClient and its transports
+    if TYPE_CHECKING:  # provided by OrgMemoryClient
 
         async def _retrying(self, what: str, attempt_fn: Callable[[], Awaitable[T]]) -> T: ...
-
-        def _http_only(self, what: str) -> None: ...
-
-        async def _http_call(
-            self,
-            method: str,
-            path: str,
-            req: BaseModel | None,
-            model: type[M],
-            principal_id: str | None,
-            groups: Sequence[str] | None,
-            budget: float,
-        ) -> M: ...
-
-        async def _kafka_call(
-            self,
-            tool: str,
-            req: BaseModel,
-            model: type[M],
-            principal_id: str | None,
-            groups: Sequence[str],
-            budget: float,
-        ) -> M: ...
 
     async def propose_procedure(
         self,

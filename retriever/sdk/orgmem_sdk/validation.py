@@ -20,6 +20,12 @@ PRINCIPAL_RE = re.compile(r"^(user|group):[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA
 Principal = Annotated[str, StringConstraints(pattern=PRINCIPAL_RE.pattern)]
 
 
+def principal_set(principals: list[str]) -> list[str]:
+    """Principals as a set in canonical form: lower-cased, de-duplicated, sorted, so two equal ACLs or scopes
+    are equal lists (and hash, compare and store the same)."""
+    return sorted({p.lower() for p in principals})
+
+
 def storable(value: str, path: str = "") -> str:
     """The string unchanged, or a ``unstorable_string`` error: Postgres text holds no NUL and UTF-8 no
     lone surrogate."""
