@@ -55,9 +55,20 @@ def _error_field(detail: Any) -> str | None:
     return detail.get("field") if isinstance(detail, dict) else None
 
 
+def on_the_wire(headers: Mapping[str, str]) -> dict[bytes, bytes]:
+    """The header lines a server receives for ``headers``, as UTF-8 (lookalikes are not ASCII); blanks around a
+    value are not part of it (RFC 9110 §5.5), so no server sees them and a conforming client refuses to send them."""
+    return {k.encode(): v.strip(" \t").encode() for k, v in headers.items()}
+
+
+def crosses_a_socket(headers: Mapping[str, str]) -> bool:
+    """False for a header value with a line break: a conforming client refuses to send it and no HTTP/1.1 server
+    receives it as one value (``tests/reliability/test_acl_probe.py`` hands it to the app in-process instead)."""
+    return not any("\r" in v or "\n" in v for v in headers.values())
+
+
 async def http_call(client: httpx.AsyncClient, method: str, path: str, body: Any, who: Who) -> Answer:
-    raw = {k.encode(): v.encode() for k, v in who.headers.items()}  # lookalikes are not ASCII: UTF-8
-    r = await client.request(method, path, json=body, headers=raw)
+    r = await client.request(method, path, json=body, headers=on_the_wire(who.headers))
     try:
         data = r.json()
     except ValueError:
